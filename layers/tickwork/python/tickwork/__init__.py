@@ -1,0 +1,1 @@
+"""tickwork: the shared package shipped as a Lambda layer."""

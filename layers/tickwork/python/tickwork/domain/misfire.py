@@ -1,0 +1,119 @@
+"""Misfire decisions: given a job's planning cursor and ``now``, which fires run and which are MISSED."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from tickwork.domain.models import Job, MisfirePolicy, RateSchedule
+from tickwork.domain.schedule import AnySchedule, iter_fire_times
+
+# At most this many missed fires are recorded one by one; older ones are only counted as "more".
+MISSED_RECORD_LIMIT = 100
+# At most this many on-time fires are planned for one job in one pass; the rest wait for the next pass.
+MAX_FIRES_PER_PASS = 1000
+_FIRST_LOOKBACK = timedelta(minutes=5)
+
+
+@dataclass(frozen=True)
+class FirePlan:
+    """What to do with the fires between a job's cursor and ``now + horizon``."""
+
+    run: list[datetime] = field(default_factory=list)
+    """Fires to run, oldest first: late fires the policy keeps, then fires on time or ahead."""
+    missed: list[datetime] = field(default_factory=list)
+    """Late fires to record as MISSED, oldest first (at most ``MISSED_RECORD_LIMIT``)."""
+    more_missed: bool = False
+    """More late fires were missed than are listed in ``missed``."""
+    next_fire_at: datetime | None = None
+    """The new cursor: the first fire not covered by this plan, or None when the schedule is over."""
+
+
+def first_fire_anchor(job: Job) -> datetime | None:
+    """The first fire of a rate schedule with no ``start_at``: one period after the job was created."""
+    if isinstance(job.schedule, RateSchedule) and job.schedule.start_at is None:
+        return job.created_at + timedelta(seconds=job.schedule.every_seconds)
+    return None
+
+
+def plan_fires(job: Job, cursor: datetime | None, now: datetime, horizon: timedelta) -> FirePlan:
+    """Plan the fires from ``cursor`` (inclusive) to ``now + horizon`` (inclusive) under the job's policy."""
+    if cursor is None:
+        return FirePlan()
+    return decide_fires(
+        job.schedule,
+        cursor,
+        now,
+        horizon,
+        policy=job.misfire_policy,
+        grace=timedelta(seconds=job.misfire_grace_seconds),
+        backfill_limit=job.backfill_limit,
+        anchor=first_fire_anchor(job),
+    )
+
+
+def decide_fires(
+    schedule: AnySchedule,
+    cursor: datetime,
+    now: datetime,
+    horizon: timedelta,
+    *,
+    policy: MisfirePolicy,
+    grace: timedelta,
+    backfill_limit: int,
+    anchor: datetime | None = None,
+) -> FirePlan:
+    """The pure core of :func:`plan_fires`.
+
+    A fire ``f`` is late when ``now > f + grace``. Late fires follow the policy: ``skip`` records them all as
+    MISSED, ``fire_once`` runs the latest and records the rest, ``backfill`` runs the latest
+    ``backfill_limit`` of them oldest first and records the rest. Fires on time or within the horizon all run.
+    """
+    late_before = now - grace
+    fires_from: Callable[[datetime], Iterator[datetime]] = lambda start: iter_fire_times(  # noqa: E731
+        schedule, start - timedelta(microseconds=1), anchor=anchor
+    )
+    keep = {"skip": 0, "fire_once": 1, "backfill": backfill_limit}[policy]
+    late, more_late = _latest_late_fires(fires_from, cursor, late_before, keep + MISSED_RECORD_LIMIT)
+    run_late = late[len(late) - keep :] if keep else []
+    missed = late[: len(late) - len(run_late)]
+
+    run = list(run_late)
+    next_fire_at: datetime | None = None
+    planned = 0
+    for fire_at in fires_from(max(cursor, late_before)):
+        if fire_at > now + horizon or planned >= MAX_FIRES_PER_PASS:
+            next_fire_at = fire_at
+            break
+        run.append(fire_at)
+        planned += 1
+    return FirePlan(run=run, missed=missed, more_missed=more_late, next_fire_at=next_fire_at)
+
+
+def _latest_late_fires(
+    fires_from: Callable[[datetime], Iterator[datetime]], cursor: datetime, late_before: datetime, wanted: int
+) -> tuple[list[datetime], bool]:
+    """The latest ``wanted`` fires in ``[cursor, late_before)``, oldest first, and whether older ones exist.
+
+    Looks back from ``late_before`` in doubling windows, so a job paused for a year costs a few dozen steps,
+    not a walk over every fire it missed.
+    """
+    if cursor >= late_before:
+        return [], False
+    lookback = _FIRST_LOOKBACK
+    while True:
+        start = max(cursor, late_before - lookback)
+        window: list[datetime] = []
+        trimmed = False
+        for fire_at in fires_from(start):
+            if fire_at >= late_before:
+                break
+            window.append(fire_at)
+            if len(window) > 4 * wanted:
+                window, trimmed = window[-wanted:], True
+        if len(window) >= wanted or start == cursor:
+            older_in_window = trimmed or len(window) > wanted
+            older_before_window = start > cursor and next(fires_from(cursor)) < start
+            return window[-wanted:], older_in_window or older_before_window
+        lookback *= 2

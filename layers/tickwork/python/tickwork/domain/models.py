@@ -1,0 +1,393 @@
+"""The job and run model: pydantic v2, pure, with the fields and defaults of the design contract."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+RESERVED_HEADER_PREFIX = "x-tickwork-"
+RESERVED_HEADERS = frozenset({"authorization", "idempotency-key", "host", "content-length"})
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+
+Instant = Annotated[
+    AwareDatetime,
+    AfterValidator(to_utc),
+    PlainSerializer(to_rfc3339, return_type=str, when_used="json"),
+]
+"""An RFC 3339 timestamp with an offset, held as UTC."""
+
+JobName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
+class StrictModel(BaseModel):
+    """Unknown fields are refused everywhere, so a typo never silently becomes a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- schedules --------------------------------------------------------------------------------------------
+class DstPolicy(StrictModel):
+    gap: Literal["shift", "skip"] = "shift"
+    """A fixed local time inside a spring-forward gap: fire at the end of the gap, or not that day."""
+    overlap: Literal["once", "all"] = "once"
+    """A fixed local time repeated at fall-back: fire at its first occurrence only, or at both."""
+
+
+class OnceSchedule(StrictModel):
+    type: Literal["once"]
+    at: Instant
+
+
+class _BoundedSchedule(StrictModel):
+    start_at: Instant | None = None
+    end_at: Instant | None = None
+
+    @model_validator(mode="after")
+    def _end_after_start(self) -> _BoundedSchedule:
+        if self.start_at is not None and self.end_at is not None and self.end_at <= self.start_at:
+            raise PydanticCustomError("end_before_start", "end_at must be later than start_at")
+        return self
+
+
+class CronSchedule(_BoundedSchedule):
+    type: Literal["cron"]
+    expression: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "UTC"
+    dst: DstPolicy = DstPolicy()
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from tickwork.domain.schedule import check_timezone
+
+        return check_timezone(value)
+
+    @field_validator("expression")
+    @classmethod
+    def _valid_expression(cls, value: str) -> str:
+        from tickwork.domain.schedule import check_cron_expression
+
+        return check_cron_expression(value)
+
+
+class RateSchedule(_BoundedSchedule):
+    type: Literal["rate"]
+    every_seconds: int = Field(ge=1, le=366 * 86_400)
+
+
+Schedule = Annotated[OnceSchedule | CronSchedule | RateSchedule, Field(discriminator="type")]
+
+
+# --- targets ----------------------------------------------------------------------------------------------
+def _check_http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise PydanticCustomError("invalid_url", "url must use http or https")
+    if not parts.hostname:
+        raise PydanticCustomError("invalid_url", "url must name a host")
+    if parts.username or parts.password:
+        raise PydanticCustomError("invalid_url", "url must not carry credentials; use headers instead")
+    try:
+        _ = parts.port
+    except ValueError as error:
+        raise PydanticCustomError("invalid_url", "url has an invalid port") from error
+    return value
+
+
+HttpUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), AfterValidator(_check_http_url)]
+
+
+class HttpTarget(StrictModel):
+    type: Literal["http"]
+    url: HttpUrl
+    method: Literal["POST", "PUT", "PATCH"] = "POST"
+    headers: dict[str, Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        default_factory=dict, max_length=50
+    )
+    timeout_seconds: int = Field(30, ge=1, le=900)
+
+    @field_validator("headers")
+    @classmethod
+    def _allowed_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            lowered = name.lower()
+            if not HEADER_NAME.match(name):
+                raise PydanticCustomError("invalid_header", "header name {name!r} is not valid", {"name": name})
+            if lowered.startswith(RESERVED_HEADER_PREFIX) or lowered in RESERVED_HEADERS:
+                raise PydanticCustomError(
+                    "reserved_header", "header {name!r} is set by tickwork and cannot be overridden", {"name": name}
+                )
+            if "\r" in value or "\n" in value:
+                raise PydanticCustomError("invalid_header", "header {name!r} has a line break", {"name": name})
+        return headers
+
+
+SQS_QUEUE_URL = r"^https?://[A-Za-z0-9.:-]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$"
+LAMBDA_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"
+STATE_MACHINE_ARN = r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
+EVENT_BUS = r"^([A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9._/-]{1,256})$"
+
+
+class SqsTarget(StrictModel):
+    type: Literal["sqs"]
+    queue_url: Annotated[str, StringConstraints(pattern=SQS_QUEUE_URL)]
+
+
+class LambdaTarget(StrictModel):
+    type: Literal["lambda"]
+    function_arn: Annotated[str, StringConstraints(pattern=LAMBDA_ARN)]
+
+
+class EventBridgeTarget(StrictModel):
+    type: Literal["eventbridge"]
+    event_bus_name: Annotated[str, StringConstraints(pattern=EVENT_BUS)]
+    detail_type: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    source: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,256}$")] = "tickwork"
+
+
+class StepFunctionsTarget(StrictModel):
+    type: Literal["stepfunctions"]
+    state_machine_arn: Annotated[str, StringConstraints(pattern=STATE_MACHINE_ARN)]
+
+
+Target = Annotated[
+    HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget,
+    Field(discriminator="type"),
+]
+
+
+# --- policies ---------------------------------------------------------------------------------------------
+class RetryPolicy(StrictModel):
+    max_attempts: int = Field(5, ge=1, le=100)
+    initial_delay_seconds: float = Field(2, ge=0, le=86_400)
+    max_delay_seconds: float = Field(3600, ge=0, le=7 * 86_400)
+    multiplier: float = Field(2.0, ge=1.0, le=10.0)
+    jitter: Literal["full", "equal", "none"] = "full"
+    max_age_seconds: int = Field(86_400, ge=1, le=7 * 86_400)
+
+    @model_validator(mode="after")
+    def _cap_not_below_initial(self) -> RetryPolicy:
+        if self.max_delay_seconds < self.initial_delay_seconds:
+            raise PydanticCustomError(
+                "max_delay_below_initial", "max_delay_seconds must be at least initial_delay_seconds"
+            )
+        return self
+
+
+MisfirePolicy = Literal["skip", "fire_once", "backfill"]
+OverlapPolicy = Literal["allow", "skip", "queue"]
+Delivery = Literal["at_least_once", "at_most_once"]
+Tags = dict[
+    Annotated[str, StringConstraints(min_length=1, max_length=128)],
+    Annotated[str, StringConstraints(max_length=256)],
+]
+
+
+def payload_size(payload: Any) -> int:
+    """Bytes of the payload as tickwork stores and sends it: compact UTF-8 JSON."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _check_payload_size(payload: JsonValue) -> JsonValue:
+    size = payload_size(payload)
+    if size > MAX_PAYLOAD_BYTES:
+        raise PydanticCustomError(
+            "payload_too_large",
+            "payload is {size} bytes once serialized; the limit is {limit}",
+            {"size": size, "limit": MAX_PAYLOAD_BYTES},
+        )
+    return payload
+
+
+Payload = Annotated[JsonValue, AfterValidator(_check_payload_size)]
+
+
+class JobSpec(StrictModel):
+    """What a tenant asks for: the body of ``POST /v1/jobs``."""
+
+    name: JobName
+    schedule: Schedule
+    target: Target
+    payload: Payload = None
+    retry: RetryPolicy = RetryPolicy()
+    misfire_policy: MisfirePolicy = "fire_once"
+    misfire_grace_seconds: int = Field(60, ge=0, le=7 * 86_400)
+    backfill_limit: int = Field(100, ge=1, le=1000)
+    overlap_policy: OverlapPolicy = "skip"
+    delivery: Delivery = "at_least_once"
+    description: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    tags: Tags = Field(default_factory=dict, max_length=50)
+
+
+class JobPatch(StrictModel):
+    """The body of ``PATCH /v1/jobs/{job_id}``: every field optional, ``version`` for optimistic locking."""
+
+    name: JobName | None = None
+    schedule: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None
+    payload: JsonValue = None
+    retry: dict[str, Any] | None = None
+    misfire_policy: MisfirePolicy | None = None
+    misfire_grace_seconds: int | None = None
+    backfill_limit: int | None = None
+    overlap_policy: OverlapPolicy | None = None
+    delivery: Delivery | None = None
+    description: str | None = None
+    tags: dict[str, Any] | None = None
+    version: int | None = Field(None, ge=1)
+
+    def changes(self) -> dict[str, Any]:
+        """The fields the client sent, as a JSON merge patch (``version`` excluded)."""
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"version"})
+
+
+# --- jobs -------------------------------------------------------------------------------------------------
+class JobStatus(StrEnum):
+    ACTIVE = "ACTIVE"  # planned by the planner
+    PAUSED = "PAUSED"  # kept, not planned; fires missed meanwhile follow the misfire policy on resume
+    COMPLETED = "COMPLETED"  # the schedule has no fire left
+    CANCELLED = "CANCELLED"  # deleted by the tenant; kept for history, its name is free again
+
+
+class PauseInfo(StrictModel):
+    reason: str | None = None
+    paused_at: Instant
+    paused_by: str
+
+
+class Job(JobSpec):
+    """A stored job: the spec plus identity, state and the planning cursor."""
+
+    job_id: str
+    tenant_id: str
+    status: JobStatus = JobStatus.ACTIVE
+    version: int = 1
+    created_at: Instant
+    updated_at: Instant
+    next_fire_at: Instant | None = None
+    """The first fire not yet planned: the planner's cursor."""
+    pause: PauseInfo | None = None
+    cancelled_at: Instant | None = None
+
+    def spec(self) -> JobSpec:
+        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+
+
+# --- runs -------------------------------------------------------------------------------------------------
+class RunStatus(StrEnum):
+    PLANNED = "PLANNED"  # stored, not yet handed to the queue
+    ENQUEUED = "ENQUEUED"  # sent to the run queue, waiting for its time
+    RUNNING = "RUNNING"  # a worker holds the lease
+    RETRY_WAIT = "RETRY_WAIT"  # an attempt failed; the next one is scheduled
+    SUCCEEDED = "SUCCEEDED"  # the target accepted it
+    FAILED = "FAILED"  # a permanent error: retrying would not help
+    DEAD = "DEAD"  # retries exhausted (attempts or age)
+    ABANDONED = "ABANDONED"  # an at-most-once attempt may have started and was lost
+    MISSED = "MISSED"  # noticed too late; the misfire policy chose not to run it
+    SKIPPED = "SKIPPED"  # the overlap policy chose not to run it
+    CANCELLED = "CANCELLED"  # its job was cancelled before it started
+
+
+TERMINAL_RUN_STATUSES = frozenset(
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.DEAD,
+        RunStatus.ABANDONED,
+        RunStatus.MISSED,
+        RunStatus.SKIPPED,
+        RunStatus.CANCELLED,
+    }
+)
+NOT_STARTED_RUN_STATUSES = frozenset({RunStatus.PLANNED, RunStatus.ENQUEUED, RunStatus.RETRY_WAIT})
+RETRYABLE_BY_HAND = frozenset({RunStatus.FAILED, RunStatus.DEAD, RunStatus.ABANDONED})
+
+RunTrigger = Literal["schedule", "manual"]
+AttemptOutcome = Literal["succeeded", "retryable_error", "permanent_error", "abandoned"]
+
+
+class Attempt(StrictModel):
+    attempt: int = Field(ge=1)
+    started_at: Instant
+    finished_at: Instant | None = None
+    duration_ms: int | None = None
+    outcome: AttemptOutcome | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    worker_id: str | None = None
+
+
+class Run(StrictModel):
+    run_id: str
+    job_id: str
+    tenant_id: str
+    scheduled_for: Instant
+    status: RunStatus
+    trigger: RunTrigger = "schedule"
+    attempt: int = 0
+    created_at: Instant
+    enqueued_at: Instant | None = None
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
+    lag_ms: int | None = None
+    reason: str | None = None
+    """Why a run ended without running: the misfire, overlap or cancel decision."""
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class RunSummary(StrictModel):
+    run_id: str
+    scheduled_for: Instant
+    status: RunStatus
+    attempt: int
+    finished_at: Instant | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunSummary:
+        return cls(
+            run_id=run.run_id,
+            scheduled_for=run.scheduled_for,
+            status=run.status,
+            attempt=run.attempt,
+            finished_at=run.finished_at,
+        )
+
+
+def scheduled_run_id(job_id: str, fire_at: datetime) -> str:
+    """Deterministic, so planning the same fire twice is harmless."""
+    return f"{job_id}:{to_epoch_ms(fire_at)}"
+
+
+def manual_run_id(job_id: str, idempotency_key: str | None) -> str:
+    suffix = (
+        hashlib.sha256(idempotency_key.encode()).hexdigest()[:32] if idempotency_key else uuid.uuid4().hex
+    )
+    return f"{job_id}:m:{suffix}"
+
+
+def job_id_of_run(run_id: str) -> str:
+    return run_id.split(":", 1)[0]

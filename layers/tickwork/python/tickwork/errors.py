@@ -1,0 +1,77 @@
+"""The one exception hierarchy of tickwork.
+
+Every error carries a stable ``code`` and, where it concerns one input field, the dotted ``field`` path.
+HTTP status codes are chosen in one place: ``tickwork.api.errors``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TickworkError(Exception):
+    """Base of every error tickwork raises on purpose."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None, **context: Any):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code
+        self.context = context
+
+
+class InvalidInput(TickworkError):
+    """A client sent something tickwork will not accept."""
+
+    code = "invalid_request"
+
+
+class InvalidSchedule(InvalidInput):
+    code = "invalid_schedule"
+
+
+class PayloadTooLarge(InvalidInput):
+    code = "payload_too_large"
+
+
+class Unauthorized(TickworkError):
+    code = "unauthorized"
+
+
+class NotFound(TickworkError):
+    code = "not_found"
+
+
+class Conflict(TickworkError):
+    """The request is well formed but clashes with the current state."""
+
+    code = "conflict"
+
+
+class NameTaken(Conflict):
+    code = "name_taken"
+
+
+class VersionConflict(Conflict):
+    code = "version_conflict"
+
+
+class InvalidState(Conflict):
+    code = "invalid_state"
+
+
+class AlreadyExists(Conflict):
+    """A conditional put found the item already there; ``existing`` holds it when known."""
+
+    code = "already_exists"
+
+
+class IdempotencyKeyReused(TickworkError):
+    code = "idempotency_key_reused"
+
+
+class QuotaExceeded(TickworkError):
+    code = "quota_exceeded"
