@@ -1,0 +1,71 @@
+"""Conversions between plain values and DynamoDB's typed attribute values, and opaque page cursors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from tickwork.errors import InvalidInput
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def to_item(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed attributes for every value that is not None."""
+    return {key: _serializer.serialize(value) for key, value in values.items() if value is not None}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def encode_cursor(key: Mapping[str, Any]) -> str:
+    raw = json.dumps(from_item(key), separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *, expected: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The start key a cursor stands for; refused unless it has exactly ``fields`` and matches ``expected``
+    (the caller's tenant and job), so a cursor can never open another tenant's pages."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        decoded = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, binascii.Error, UnicodeDecodeError) as error:
+        raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor") from error
+    if (
+        not isinstance(decoded, dict)
+        or set(decoded) != set(fields)
+        or any(decoded.get(key) != value for key, value in expected.items())
+        or not all(isinstance(value, str | int) and not isinstance(value, bool) for value in decoded.values())
+    ):
+        raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor")
+    return to_item(decoded)
+
+
+def is_conditional_failure(error: Exception) -> bool:
+    code = getattr(error, "response", {}).get("Error", {}).get("Code")
+    return code == "ConditionalCheckFailedException"
+
+
+def cancellation_codes(error: Exception) -> list[str]:
+    """The per-item reasons of a cancelled transaction, in request order."""
+    response = getattr(error, "response", {})
+    reasons = response.get("CancellationReasons") or []
+    return [reason.get("Code", "None") or "None" for reason in reasons]

@@ -1,0 +1,237 @@
+"""Routes of the HTTP API (v1) on the Powertools REST resolver, with request validation turned on.
+
+Each route reads the tenant from the authorizer's context (never from the body), calls one method of
+``JobService`` and maps the result. Errors become the design's error shape in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from pydantic import ValidationError
+
+from tickwork.api.errors import body_of, describe_validation_errors, error_body, status_of
+from tickwork.api.schemas import (
+    ErrorBody,
+    HealthOut,
+    JobOut,
+    JobPage,
+    PauseRequest,
+    PreviewRequest,
+    PreviewResponse,
+    RunOut,
+    RunPage,
+    StatsOut,
+)
+from tickwork.domain.models import JobPatch, JobSpec, JobStatus
+from tickwork.errors import IdempotencyKeyReused, TickworkError, Unauthorized
+from tickwork.observability import logger
+from tickwork.runtime import Runtime, runtime
+
+JSON = "application/json"
+ID = r"^[A-Za-z0-9._:-]{1,200}$"
+JobId = Annotated[str, Path(pattern=ID, description="The job's id")]
+RunId = Annotated[str, Path(pattern=ID, description="The run's id")]
+IdempotencyKey = Annotated[
+    str | None, Header(alias="idempotency-key", min_length=1, max_length=255, description="Retry-safe key")
+]
+Limit = Annotated[int, Query(ge=1, le=100)]
+Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {
+        status: {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": ErrorBody}}}
+        for status in statuses
+    }
+
+
+def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    def tenant() -> str:
+        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+        tenant_id = authorizer.get("tenant_id")
+        if not tenant_id:
+            raise Unauthorized("missing or invalid bearer token")
+        return str(tenant_id)
+
+    def actor() -> str:
+        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+        return str(authorizer.get("actor") or authorizer.get("principalId") or tenant())
+
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    def json_response(status: int, model: Any, headers: dict[str, str] | None = None) -> Response[Any]:
+        body = model if isinstance(model, dict) else model.model_dump(mode="json")
+        return Response(status_code=status, content_type=JSON, body=body, headers=headers)
+
+    def idempotent(name: str, operation: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        config = IdempotencyConfig(
+            event_key_jmespath="[tenant_id, key]",
+            payload_validation_jmespath="request",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=get_runtime().settings.idempotency_ttl_seconds,
+        )
+        if app.lambda_context is not None:
+            config.register_lambda_context(app.lambda_context)
+        wrapped: Callable[..., dict[str, Any]] = idempotent_function(
+            data_keyword_argument="request",
+            persistence_store=get_runtime().idempotency_store,
+            config=config,
+            key_prefix=f"tickwork.{name}",
+        )(operation)
+        return wrapped
+
+    # --- errors -------------------------------------------------------------------------------------------
+    @app.exception_handler(TickworkError)
+    def _tickwork_error(error: TickworkError) -> Response[Any]:
+        return json_response(status_of(error), body_of(error))
+
+    @app.exception_handler(RequestValidationError)
+    def _request_invalid(error: RequestValidationError) -> Response[Any]:
+        status, body = describe_validation_errors(error.errors())
+        return json_response(status, body)
+
+    @app.exception_handler(ValidationError)
+    def _model_invalid(error: ValidationError) -> Response[Any]:
+        status, body = describe_validation_errors(error.errors())
+        return json_response(status, body)
+
+    @app.exception_handler(IdempotencyValidationError)
+    def _key_reused(error: IdempotencyValidationError) -> Response[Any]:
+        reused = IdempotencyKeyReused(
+            "this Idempotency-Key was used with a different request", field="Idempotency-Key"
+        )
+        return json_response(status_of(reused), body_of(reused))
+
+    @app.exception_handler(IdempotencyAlreadyInProgressError)
+    def _in_progress(error: IdempotencyAlreadyInProgressError) -> Response[Any]:
+        return json_response(
+            HTTPStatus.CONFLICT,
+            error_body("request_in_progress", "a request with this Idempotency-Key is still in progress"),
+        )
+
+    @app.not_found
+    def _no_route(error: Exception) -> Response[Any]:
+        return json_response(HTTPStatus.NOT_FOUND, error_body("not_found", "no such route"))
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+    @app.post("/v1/jobs", summary="Create a job", responses={201: {"description": "Created", "content": {JSON: {"model": JobOut}}}, **_errors(400, 401, 409, 413, 422, 429)})
+    def create_job(job: Annotated[JobSpec, Body()], idempotency_key: IdempotencyKey = None) -> Response[JobOut]:
+        tenant_id = tenant()
+        service = get_runtime().service
+
+        def create(request: dict[str, Any]) -> dict[str, Any]:
+            details = service.create_job(tenant_id, JobSpec.model_validate(request["request"]), now())
+            return JobOut.of(details).model_dump(mode="json")
+
+        request = {"tenant_id": tenant_id, "key": idempotency_key, "request": job.model_dump(mode="json")}
+        body = idempotent("create_job", create)(request=request) if idempotency_key else create(request)
+        return json_response(HTTPStatus.CREATED, body)
+
+    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_errors(400, 401))
+    def list_jobs(
+        status: Annotated[JobStatus | None, Query()] = None, limit: Limit = 50, cursor: Cursor = None
+    ) -> JobPage:
+        page = get_runtime().service.list_jobs(tenant(), status=status, limit=limit, cursor=cursor, now=now())
+        return JobPage(items=[JobOut.of(details) for details in page.items], next_cursor=page.next_cursor)
+
+    @app.get("/v1/jobs/<job_id>", summary="Get a job", responses=_errors(400, 401, 404))
+    def get_job(job_id: JobId) -> Response[JobOut]:
+        details = get_runtime().service.get_job(tenant(), job_id, now())
+        return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
+
+    @app.patch("/v1/jobs/<job_id>", summary="Update the given fields of a job", responses=_errors(400, 401, 404, 409, 413))
+    def update_job(
+        job_id: JobId,
+        patch: Annotated[JobPatch, Body()],
+        if_match: Annotated[str | None, Header(alias="if-match", max_length=64)] = None,
+    ) -> Response[JobOut]:
+        details = get_runtime().service.update_job(tenant(), job_id, patch, now(), if_match=_version_of(if_match))
+        return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
+
+    @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_errors(400, 401, 404, 409))
+    def pause_job(job_id: JobId, request: Annotated[PauseRequest | None, Body()] = None) -> JobOut:
+        reason = request.reason if request else None
+        return JobOut.of(get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now()))
+
+    @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_errors(401, 404, 409))
+    def resume_job(job_id: JobId) -> JobOut:
+        return JobOut.of(get_runtime().service.resume_job(tenant(), job_id, now()))
+
+    @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_errors(401, 404))
+    def cancel_job(job_id: JobId) -> JobOut:
+        return JobOut.of(get_runtime().service.cancel_job(tenant(), job_id, now()))
+
+    @app.post("/v1/jobs/<job_id>/trigger", summary="Run a job now", responses={202: {"description": "Accepted", "content": {JSON: {"model": RunOut}}}, **_errors(400, 401, 404, 409, 422)})
+    def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[RunOut]:
+        tenant_id = tenant()
+        service = get_runtime().service
+
+        def trigger(request: dict[str, Any]) -> dict[str, Any]:
+            run = service.trigger_job(tenant_id, job_id, idempotency_key=idempotency_key, now=now())
+            return RunOut.of(run).model_dump(mode="json")
+
+        request = {"tenant_id": tenant_id, "key": idempotency_key, "request": {"job_id": job_id}}
+        body = idempotent("trigger_job", trigger)(request=request) if idempotency_key else trigger(request)
+        return json_response(HTTPStatus.ACCEPTED, body)
+
+    @app.get("/v1/jobs/<job_id>/runs", summary="Run history of a job, newest first", responses=_errors(400, 401, 404))
+    def list_runs(job_id: JobId, limit: Limit = 50, cursor: Cursor = None) -> RunPage:
+        page = get_runtime().service.list_runs(tenant(), job_id, limit=limit, cursor=cursor)
+        return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
+
+    # --- runs ---------------------------------------------------------------------------------------------
+    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_errors(400, 401, 404))
+    def get_run(run_id: RunId) -> RunOut:
+        return RunOut.of(get_runtime().service.get_run(tenant(), run_id))
+
+    @app.post("/v1/runs/<run_id>/retry", summary="Re-run a FAILED, DEAD or ABANDONED run", responses={202: {"description": "Accepted", "content": {JSON: {"model": RunOut}}}, **_errors(400, 401, 404, 409)})
+    def retry_run(run_id: RunId) -> Response[RunOut]:
+        run = get_runtime().service.retry_run(tenant(), run_id, now())
+        return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
+
+    # --- read-only ----------------------------------------------------------------------------------------
+    @app.post("/v1/schedule-preview", summary="Next fire times of a schedule", responses=_errors(400, 401))
+    def schedule_preview(request: Annotated[PreviewRequest, Body()]) -> PreviewResponse:
+        tenant()
+        after = request.after or now()
+        return PreviewResponse(fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count))
+
+    @app.get("/v1/stats", summary="The tenant's health", responses=_errors(401))
+    def stats() -> StatsOut:
+        return StatsOut.of(get_runtime().service.stats(tenant(), now()))
+
+    @app.get("/v1/health", summary="Liveness (no authentication)")
+    def health() -> HealthOut:
+        return HealthOut(status="ok")
+
+    return app
+
+
+def _version_of(if_match: str | None) -> int | None:
+    """The job version an ``If-Match`` header names (an ETag such as ``"3"``)."""
+    if if_match is None:
+        return None
+    text = if_match.strip().removeprefix("W/").strip('"')
+    if not text.isdigit():
+        from tickwork.errors import InvalidInput
+
+        raise InvalidInput("If-Match must be a job version such as \"3\"", field="If-Match")
+    return int(text)
+
+
+__all__ = ["build_app", "logger"]

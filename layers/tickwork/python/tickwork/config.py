@@ -1,0 +1,50 @@
+"""Settings, validated once at cold start from the environment (never at import time)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork import tables
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    jobs_table: str = tables.JOBS.default_name
+    runs_table: str = tables.RUNS.default_name
+    tenants_table: str = tables.TENANTS.default_name
+    idempotency_table: str = tables.IDEMPOTENCY.default_name
+    run_queue_url: str | None = None
+    dead_run_queue_url: str | None = None
+
+    due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
+    attention_shards: int = Field(tables.DEFAULT_ATTENTION_SHARDS, ge=1, le=1024)
+    planner_horizon_seconds: int = Field(300, ge=1, le=900)
+    run_retention_days: int = Field(90, ge=1, le=3650)
+    idempotency_ttl_seconds: int = Field(86_400, ge=60)
+    allow_private_targets: bool = False
+    default_max_jobs: int = Field(10_000, ge=1)
+    default_max_in_flight: int = Field(100, ge=1)
+
+    @property
+    def planner_horizon(self) -> timedelta:
+        return timedelta(seconds=self.planner_horizon_seconds)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read ``TICKWORK_*`` variables; the table and queue variables come from ``tickwork.tables``."""
+        names = {
+            "jobs_table": tables.JOBS.env_var,
+            "runs_table": tables.RUNS.env_var,
+            "tenants_table": tables.TENANTS.env_var,
+            "idempotency_table": tables.IDEMPOTENCY.env_var,
+            "run_queue_url": tables.RUN_QUEUE.env_var,
+            "dead_run_queue_url": tables.DEAD_RUN_QUEUE.env_var,
+        }
+        for field in cls.model_fields:
+            names.setdefault(field, f"TICKWORK_{field.upper()}")
+        values = {field: environ[env] for field, env in names.items() if env in environ}
+        return cls.model_validate(values)

@@ -1,0 +1,86 @@
+"""Shared fixtures: AWS under moto, the tables from the shared definitions, two tenants, an API client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+# Set before any handler module is imported: tracing is off and no real credentials are ever used.
+os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Tickwork")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+os.environ["AWS_DEFAULT_REGION"] = "eu-west-1"
+os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"  # noqa: S105 - moto's placeholder
+os.environ.pop("AWS_PROFILE", None)
+
+from moto import mock_aws  # noqa: E402
+
+from tests.support.apigw import ApiGateway  # noqa: E402
+from tickwork import tables  # noqa: E402
+from tickwork.adapters.tenants import DynamoTenantStore  # noqa: E402
+from tickwork.domain.tenants import Tenant  # noqa: E402
+from tickwork.runtime import runtime  # noqa: E402
+
+TOKENS = {"acme": "tw_token-for-acme", "globex": "tw_token-for-globex"}
+
+
+def create_tables(client: Any) -> None:
+    for definition in tables.ALL_TABLES:
+        client.create_table(**definition.create_table_kwargs())
+        if definition.ttl_attribute:
+            client.update_time_to_live(
+                TableName=definition.default_name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": definition.ttl_attribute},
+            )
+
+
+@pytest.fixture
+def dynamodb() -> Iterator[Any]:
+    """A moto DynamoDB with tickwork's four tables, and the process runtime reset around it."""
+    runtime.cache_clear()
+    with mock_aws():
+        import boto3
+
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        create_tables(client)
+        yield client
+    runtime.cache_clear()
+
+
+def seed_tenant(client: Any, tenant_id: str, token: str, **limits: Any) -> Tenant:
+    tenant = Tenant(
+        tenant_id=tenant_id,
+        name=tenant_id.title(),
+        signing_secret=f"secret-{tenant_id}",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        **limits,
+    )
+    DynamoTenantStore(client, table=tables.TENANTS.default_name).put(tenant, token=token)
+    return tenant
+
+
+@pytest.fixture
+def tenants(dynamodb: Any) -> dict[str, Tenant]:
+    return {tenant_id: seed_tenant(dynamodb, tenant_id, token) for tenant_id, token in TOKENS.items()}
+
+
+@pytest.fixture
+def api(tenants: dict[str, Tenant]) -> ApiGateway:
+    from functions.api import handler as api_handler
+    from functions.authorizer import handler as authorizer_handler
+
+    return ApiGateway(api_handler.lambda_handler, authorizer_handler.lambda_handler)
+
+
+def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
+    return client.scan(TableName=table)["Items"]
+
+
+def item_counts(client: Any) -> dict[str, int]:
+    """How many items each table holds: the evidence that a refused request wrote nothing."""
+    return {definition.logical_name: len(scan_all(client, definition.default_name)) for definition in tables.ALL_TABLES}
