@@ -104,7 +104,10 @@ class ApiGateway:
         response = self.api_handler(event, LambdaContext())
         raw = response.get("body")
         parsed = json.loads(raw) if raw else None
-        return HttpResult(response["statusCode"], parsed, dict(response.get("headers") or {}))
+        headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers.setdefault(name, ", ".join(values))
+        return HttpResult(response["statusCode"], parsed, headers)
 
     def request(
         self,

@@ -1,0 +1,364 @@
+"""Every route of the design's table, through the authorizer and the API handler, under moto."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import TOKENS, item_counts, scan_all
+from tests.support.apigw import ApiGateway, load_event
+from tickwork import tables
+
+ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
+
+
+def job_body(name: str = "nightly", **overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "Europe/Paris"},
+        "target": {"type": "http", "url": "https://hooks.example.com/run"},
+        "payload": {"kind": "nightly"},
+    }
+    body.update(overrides)
+    return body
+
+
+def create(api: ApiGateway, token: str = ACME, **overrides: Any) -> dict[str, Any]:
+    response = api.request("POST", "/v1/jobs", token=token, body=job_body(**overrides))
+    assert response.status == 201, response.body
+    return response.body
+
+
+def soon(seconds: int) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat()
+
+
+# --- create, get, list --------------------------------------------------------------------------------------
+def test_sample_create_event_creates_the_job(api: ApiGateway) -> None:
+    # Given the sample event from events/, sent with acme's token
+    event = load_event("api_create_job.json")
+    # When it goes through the authorizer and the handler
+    response = api.send(event, authorization=f"Bearer {ACME}")
+    # Then the job exists with the design's defaults filled in
+    assert response.status == 201
+    assert response.body["name"] == "daily-report"
+    assert response.body["status"] == "ACTIVE"
+    assert response.body["misfire_grace_seconds"] == 60
+    assert response.body["backfill_limit"] == 100
+    assert response.body["delivery"] == "at_least_once"
+    assert response.body["schedule"]["dst"] == {"gap": "shift", "overlap": "once"}
+    assert response.body["next_fire_at"].endswith("Z")
+    fetched = api.request("GET", f"/v1/jobs/{response.body['job_id']}", token=ACME)
+    assert fetched.body["payload"] == json.loads(event["body"])["payload"]
+
+
+def test_sample_bad_schedule_event_is_refused(api: ApiGateway, dynamodb: Any) -> None:
+    before = item_counts(dynamodb)
+    response = api.send(load_event("api_create_job_bad_schedule.json"), authorization=f"Bearer {ACME}")
+    assert response.status == 400
+    assert response.body["error"]["code"] == "invalid_schedule"
+    assert response.body["error"]["field"] == "schedule.expression"
+    assert item_counts(dynamodb) == before
+
+
+def test_get_returns_next_fire_and_last_run(api: ApiGateway) -> None:
+    # Given a job due every 10 s, so its first fires are planned at once
+    job = create(api, schedule={"type": "rate", "every_seconds": 10})
+    # When it is read back
+    response = api.request("GET", f"/v1/jobs/{job['job_id']}", token=ACME)
+    # Then it shows its next fire and an ETag with its version
+    assert response.status == 200
+    next_fire = datetime.fromisoformat(response.body["next_fire_at"])
+    assert datetime.now(UTC) < next_fire <= datetime.now(UTC) + timedelta(seconds=11)
+    assert response.headers["ETag"] == '"1"'
+    assert response.body["last_run"] is None
+
+
+def test_create_plans_fires_inside_the_horizon(api: ApiGateway) -> None:
+    job = create(api, schedule={"type": "once", "at": soon(10)})
+    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME)
+    assert [run["status"] for run in runs.body["items"]] == ["PLANNED"]
+    assert runs.body["items"][0]["run_id"].startswith(f"{job['job_id']}:")
+
+
+def test_create_with_a_taken_name_is_409(api: ApiGateway, dynamodb: Any) -> None:
+    create(api, name="unique")
+    before = item_counts(dynamodb)
+    response = api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="unique"))
+    assert response.status == 409
+    assert response.body["error"] == {"code": "name_taken", "message": response.body["error"]["message"], "field": "name"}
+    assert item_counts(dynamodb) == before
+
+
+def test_names_are_unique_per_tenant_only(api: ApiGateway) -> None:
+    create(api, token=ACME, name="shared-name")
+    assert api.request("POST", "/v1/jobs", token=GLOBEX, body=job_body(name="shared-name")).status == 201
+
+
+def test_list_is_newest_first_and_paginates(api: ApiGateway) -> None:
+    names = [f"job-{i}" for i in range(5)]
+    for name in names:
+        create(api, name=name)
+    first = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2"})
+    assert [item["name"] for item in first.body["items"]] == ["job-4", "job-3"]
+    second = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": first.body["next_cursor"]})
+    assert [item["name"] for item in second.body["items"]] == ["job-2", "job-1"]
+    third = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": second.body["next_cursor"]})
+    assert [item["name"] for item in third.body["items"]] == ["job-0"]
+    assert third.body["next_cursor"] is None
+
+
+def test_list_filters_by_status_and_hides_cancelled_by_default(api: ApiGateway) -> None:
+    active, paused, cancelled = (create(api, name=name)["job_id"] for name in ("a", "p", "c"))
+    api.request("POST", f"/v1/jobs/{paused}/pause", token=ACME, body={})
+    api.request("DELETE", f"/v1/jobs/{cancelled}", token=ACME)
+
+    def ids(query: dict[str, str]) -> set[str]:
+        return {item["job_id"] for item in api.request("GET", "/v1/jobs", token=ACME, query=query).body["items"]}
+
+    assert ids({}) == {active, paused}
+    assert ids({"status": "PAUSED"}) == {paused}
+    assert ids({"status": "CANCELLED"}) == {cancelled}
+
+
+# --- patch --------------------------------------------------------------------------------------------------
+def test_patch_changes_only_the_given_fields_and_recomputes_next_fire(api: ApiGateway) -> None:
+    job = create(api, retry={"max_attempts": 7, "jitter": "equal"}, tags={"team": "a"})
+    response = api.request(
+        "PATCH",
+        f"/v1/jobs/{job['job_id']}",
+        token=ACME,
+        body={"schedule": {"expression": "*/15 * * * *"}, "retry": {"max_attempts": 3}},
+    )
+    assert response.status == 200, response.body
+    updated = response.body
+    assert updated["schedule"] == {**job["schedule"], "expression": "*/15 * * * *"}
+    assert updated["retry"] == {**job["retry"], "max_attempts": 3}
+    untouched = {"name", "target", "payload", "tags", "misfire_policy", "overlap_policy", "delivery", "created_at"}
+    assert {key: updated[key] for key in untouched} == {key: job[key] for key in untouched}
+    assert updated["version"] == job["version"] + 1
+    assert updated["next_fire_at"] != job["next_fire_at"]
+    assert datetime.fromisoformat(updated["next_fire_at"]).minute % 15 == 0
+
+
+def test_patch_can_switch_schedule_type(api: ApiGateway) -> None:
+    job = create(api)
+    response = api.request(
+        "PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"schedule": {"type": "rate", "every_seconds": 3600}}
+    )
+    assert response.status == 200, response.body
+    assert response.body["schedule"]["type"] == "rate"
+    assert "expression" not in response.body["schedule"]
+
+
+def test_patch_with_a_stale_version_is_409_and_changes_nothing(api: ApiGateway) -> None:
+    job = create(api)
+    path = f"/v1/jobs/{job['job_id']}"
+    assert api.request("PATCH", path, token=ACME, body={"description": "v2", "version": 1}).status == 200
+    stale = api.request("PATCH", path, token=ACME, body={"description": "v3", "version": 1})
+    assert stale.status == 409
+    assert stale.body["error"]["code"] == "version_conflict"
+    stale_header = api.request("PATCH", path, token=ACME, body={"description": "v3"}, headers={"If-Match": '"1"'})
+    assert stale_header.status == 409
+    current = api.request("GET", path, token=ACME).body
+    assert (current["description"], current["version"]) == ("v2", 2)
+
+
+def test_patch_rename_moves_the_name(api: ApiGateway) -> None:
+    job = create(api, name="old-name")
+    assert api.request("PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"name": "new-name"}).status == 200
+    assert api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="old-name")).status == 201
+    assert api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="new-name")).status == 409
+
+
+def test_patch_of_a_cancelled_job_is_409(api: ApiGateway) -> None:
+    job = create(api)
+    api.request("DELETE", f"/v1/jobs/{job['job_id']}", token=ACME)
+    response = api.request("PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"description": "x"})
+    assert response.status == 409
+    assert response.body["error"]["code"] == "invalid_state"
+
+
+# --- pause, resume, cancel ----------------------------------------------------------------------------------
+def test_pause_stores_reason_time_and_actor_and_leaves_the_due_index(api: ApiGateway, dynamodb: Any) -> None:
+    job = create(api)
+    response = api.request("POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME, body={"reason": "vendor outage"})
+    assert response.status == 200
+    assert response.body["status"] == "PAUSED"
+    assert response.body["pause"]["reason"] == "vendor outage"
+    assert response.body["pause"]["paused_by"] == "acme:default"
+    assert datetime.fromisoformat(response.body["pause"]["paused_at"]) <= datetime.now(UTC)
+    assert response.body["next_fire_at"] is None
+    stored = [item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")]
+    assert tables.DUE_SHARD not in stored[0]
+
+
+def test_pause_without_a_body_works(api: ApiGateway) -> None:
+    job = create(api)
+    response = api.request("POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME)
+    assert response.status == 200
+    assert response.body["pause"]["reason"] is None
+
+
+def test_resume_plans_missed_fires_by_the_misfire_policy(api: ApiGateway) -> None:
+    # Given a job every 10 s that was paused, with its cursor in the past
+    job = create(api, schedule={"type": "rate", "every_seconds": 10}, misfire_policy="fire_once", misfire_grace_seconds=0)
+    api.request("POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME)
+    # When it is resumed
+    response = api.request("POST", f"/v1/jobs/{job['job_id']}/resume", token=ACME)
+    # Then it is active again and its cursor moved past the horizon
+    assert response.status == 200
+    assert response.body["status"] == "ACTIVE"
+    assert response.body["pause"] is None
+    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME, query={"limit": "100"}).body["items"]
+    assert runs and all(run["status"] in {"PLANNED", "MISSED"} for run in runs)
+
+
+def test_cancel_cancels_planned_runs_and_frees_the_name(api: ApiGateway) -> None:
+    job = create(api, name="to-cancel", schedule={"type": "rate", "every_seconds": 60})
+    response = api.request("DELETE", f"/v1/jobs/{job['job_id']}", token=ACME)
+    assert response.status == 200
+    assert response.body["status"] == "CANCELLED"
+    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
+    assert runs and {run["status"] for run in runs} == {"CANCELLED"}
+    assert {run["reason"] for run in runs} == {"job_cancelled"}
+    assert api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="to-cancel")).status == 201
+    assert api.request("DELETE", f"/v1/jobs/{job['job_id']}", token=ACME).status == 200  # idempotent
+    assert api.request("POST", f"/v1/jobs/{job['job_id']}/resume", token=ACME).status == 409
+
+
+# --- trigger, runs, retry -----------------------------------------------------------------------------------
+def test_trigger_with_the_same_key_gives_the_same_run(api: ApiGateway, dynamodb: Any) -> None:
+    job = create(api)
+    path = f"/v1/jobs/{job['job_id']}/trigger"
+    first = api.request("POST", path, token=ACME, headers={"Idempotency-Key": "k-1"})
+    again = api.request("POST", path, token=ACME, headers={"Idempotency-Key": "k-1"})
+    other = api.request("POST", path, token=ACME, headers={"Idempotency-Key": "k-2"})
+    assert (first.status, again.status, other.status) == (202, 202, 202)
+    assert first.body["run_id"] == again.body["run_id"] != other.body["run_id"]
+    assert first.body["trigger"] == "manual"
+    assert first.body["status"] == "PLANNED"
+    manual = [item for item in scan_all(dynamodb, tables.RUNS.default_name) if item["trigger"]["S"] == "manual"]
+    assert len(manual) == 2
+
+
+def test_trigger_without_a_key_makes_a_new_run_each_time(api: ApiGateway) -> None:
+    job = create(api)
+    path = f"/v1/jobs/{job['job_id']}/trigger"
+    assert api.request("POST", path, token=ACME).body["run_id"] != api.request("POST", path, token=ACME).body["run_id"]
+
+
+def test_get_run_returns_it_with_attempts(api: ApiGateway) -> None:
+    job = create(api)
+    run = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
+    response = api.request("GET", f"/v1/runs/{run['run_id']}", token=ACME)
+    assert response.status == 200
+    assert response.body["run_id"] == run["run_id"]
+    assert response.body["attempts"] == []
+
+
+def test_runs_history_paginates_newest_first(api: ApiGateway) -> None:
+    job = create(api, schedule={"type": "rate", "every_seconds": 30})
+    pages: list[list[dict[str, Any]]] = []
+    query = {"limit": "4"}
+    while True:
+        page = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME, query=query).body
+        pages.append(page["items"])
+        if not page["next_cursor"]:
+            break
+        query = {"limit": "4", "cursor": page["next_cursor"]}
+    assert [len(items) for items in pages] == [4, 4, 2]  # every 30 s over the 5-minute horizon
+    times = [run["scheduled_for"] for items in pages for run in items]
+    assert times == sorted(times, reverse=True)
+    assert len(set(times)) == len(times)
+
+
+@pytest.mark.parametrize("status", ["FAILED", "DEAD", "ABANDONED"])
+def test_retry_reopens_a_finished_run(api: ApiGateway, dynamodb: Any, status: str) -> None:
+    job = create(api)
+    run = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
+    key = {"pk": {"S": tables.run_key("acme", run["run_id"])}}
+    dynamodb.update_item(
+        TableName=tables.RUNS.default_name,
+        Key=key,
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":s": {"S": status}},
+    )
+    response = api.request("POST", f"/v1/runs/{run['run_id']}/retry", token=ACME)
+    assert response.status == 202
+    assert response.body["status"] == "PLANNED"
+    assert response.body["run_id"] == run["run_id"]
+
+
+def test_retry_of_a_run_still_planned_is_409(api: ApiGateway) -> None:
+    job = create(api)
+    run = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
+    response = api.request("POST", f"/v1/runs/{run['run_id']}/retry", token=ACME)
+    assert response.status == 409
+    assert response.body["error"]["code"] == "invalid_state"
+
+
+# --- preview, stats, health ---------------------------------------------------------------------------------
+def test_schedule_preview_returns_fire_times_and_stores_nothing(api: ApiGateway, dynamodb: Any) -> None:
+    before = item_counts(dynamodb)
+    response = api.request(
+        "POST",
+        "/v1/schedule-preview",
+        token=ACME,
+        body={
+            "schedule": {"type": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"},
+            "after": "2025-03-08T12:00:00-05:00",
+            "count": 2,
+        },
+    )
+    assert response.status == 200
+    assert response.body == {"fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"]}
+    assert item_counts(dynamodb) == before
+
+
+def test_stats_counts_jobs_and_recent_runs(api: ApiGateway) -> None:
+    create(api, name="a")
+    paused = create(api, name="b")
+    api.request("POST", f"/v1/jobs/{paused['job_id']}/pause", token=ACME)
+    api.request("POST", f"/v1/jobs/{paused['job_id']}/trigger", token=ACME)
+    response = api.request("GET", "/v1/stats", token=ACME)
+    assert response.status == 200
+    assert response.body["jobs"]["ACTIVE"] == 1
+    assert response.body["jobs"]["PAUSED"] == 1
+    assert response.body["runs"]["PLANNED"] == 1
+    assert response.body["queue_depth"] == 1
+    assert set(response.body["trigger_lag_ms"]) == {"p50", "p95", "p99"}
+
+
+def test_health_needs_no_token(api: ApiGateway) -> None:
+    response = api.send(load_event("api_health.json"), authorization=None)
+    assert (response.status, response.body) == (200, {"status": "ok"})
+
+
+# --- authentication -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic dXNlcjpwYXNz", "Bearer", "tw_token-for-acme"])
+def test_requests_without_a_valid_token_are_401(api: ApiGateway, authorization: str | None) -> None:
+    event = load_event("api_list_jobs.json")
+    response = api.send(event, authorization=authorization)
+    assert response.status == 401
+    assert response.body["error"]["code"] == "unauthorized"
+
+
+def test_handler_refuses_an_event_without_authorizer_context(api: ApiGateway) -> None:
+    event = load_event("api_list_jobs.json")
+    event["requestContext"]["authorizer"] = None
+    response = api.api_handler(event, __import__("tests.support.apigw", fromlist=["LambdaContext"]).LambdaContext())
+    assert response["statusCode"] == 401
+    assert json.loads(response["body"])["error"]["code"] == "unauthorized"
+
+
+def test_tenant_comes_from_the_authorizer_not_the_body(api: ApiGateway) -> None:
+    response = api.request("POST", "/v1/jobs", token=ACME, body={**job_body(), "tenant_id": "globex"})
+    assert response.status == 400
+    assert response.body["error"]["code"] == "unknown_field"
+    job = create(api)
+    assert api.request("GET", f"/v1/jobs/{job['job_id']}", token=GLOBEX).status == 404
