@@ -362,3 +362,24 @@ def test_tenant_comes_from_the_authorizer_not_the_body(api: ApiGateway) -> None:
     assert response.body["error"]["code"] == "unknown_field"
     job = create(api)
     assert api.request("GET", f"/v1/jobs/{job['job_id']}", token=GLOBEX).status == 404
+
+
+def test_the_tenant_job_quota_is_enforced(dynamodb: Any) -> None:
+    from functions.api import handler as api_handler
+    from functions.authorizer import handler as authorizer_handler
+    from tests.conftest import seed_tenant
+
+    # Given a tenant allowed one job
+    seed_tenant(dynamodb, "small", "tw_small", max_jobs=1)
+    api = ApiGateway(api_handler.lambda_handler, authorizer_handler.lambda_handler)
+    first = api.request("POST", "/v1/jobs", token="tw_small", body=job_body(name="one"))
+    assert first.status == 201
+    # When it asks for a second
+    before = item_counts(dynamodb)
+    second = api.request("POST", "/v1/jobs", token="tw_small", body=job_body(name="two"))
+    # Then it is refused and nothing is stored; cancelling frees the slot
+    assert second.status == 429
+    assert second.body["error"]["code"] == "quota_exceeded"
+    assert item_counts(dynamodb) == before
+    api.request("DELETE", f"/v1/jobs/{first.body['job_id']}", token="tw_small")
+    assert api.request("POST", "/v1/jobs", token="tw_small", body=job_body(name="two")).status == 201

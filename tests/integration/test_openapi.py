@@ -1,0 +1,45 @@
+"""The saved OpenAPI document matches the resolver: regenerate it with `make openapi`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tickwork.api.openapi import openapi_document
+
+SAVED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+DESIGN_ROUTES = {
+    ("post", "/v1/jobs"),
+    ("get", "/v1/jobs"),
+    ("get", "/v1/jobs/{job_id}"),
+    ("patch", "/v1/jobs/{job_id}"),
+    ("post", "/v1/jobs/{job_id}/pause"),
+    ("post", "/v1/jobs/{job_id}/resume"),
+    ("delete", "/v1/jobs/{job_id}"),
+    ("post", "/v1/jobs/{job_id}/trigger"),
+    ("get", "/v1/jobs/{job_id}/runs"),
+    ("get", "/v1/runs/{run_id}"),
+    ("post", "/v1/runs/{run_id}/retry"),
+    ("post", "/v1/schedule-preview"),
+    ("get", "/v1/stats"),
+    ("get", "/v1/health"),
+}
+
+
+def test_saved_document_is_current() -> None:
+    assert SAVED.read_text() == openapi_document(), "docs/openapi.json is stale: run `make openapi`"
+
+
+def test_document_has_every_route_of_the_design() -> None:
+    document = json.loads(openapi_document())
+    routes = {(method, path) for path, operations in document["paths"].items() for method in operations}
+    assert routes == DESIGN_ROUTES
+
+
+def test_error_responses_use_the_error_shape() -> None:
+    document = json.loads(openapi_document())
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            for status, response in operation["responses"].items():
+                if status.startswith("4"):
+                    assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
