@@ -15,16 +15,16 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Tickwork")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ["AWS_DEFAULT_REGION"] = "eu-west-1"
 os.environ["AWS_ACCESS_KEY_ID"] = "testing"
-os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"  # noqa: S105 - moto's placeholder
+os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ.pop("AWS_PROFILE", None)
 
-from moto import mock_aws  # noqa: E402
+from moto import mock_aws
+from tickwork import tables
+from tickwork.adapters.tenants import DynamoTenantStore
+from tickwork.domain.tenants import Tenant
+from tickwork.runtime import runtime
 
-from tests.support.apigw import ApiGateway  # noqa: E402
-from tickwork import tables  # noqa: E402
-from tickwork.adapters.tenants import DynamoTenantStore  # noqa: E402
-from tickwork.domain.tenants import Tenant  # noqa: E402
-from tickwork.runtime import runtime  # noqa: E402
+from tests.support.apigw import ApiGateway
 
 TOKENS = {"acme": "tw_token-for-acme", "globex": "tw_token-for-globex"}
 
@@ -78,9 +78,13 @@ def api(tenants: dict[str, Tenant]) -> ApiGateway:
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
-    return client.scan(TableName=table)["Items"]
+    items: list[dict[str, Any]] = client.scan(TableName=table)["Items"]
+    return items
 
 
 def item_counts(client: Any) -> dict[str, int]:
     """How many items each table holds: the evidence that a refused request wrote nothing."""
-    return {definition.logical_name: len(scan_all(client, definition.default_name)) for definition in tables.ALL_TABLES}
+    return {
+        definition.logical_name: len(scan_all(client, definition.default_name))
+        for definition in tables.ALL_TABLES
+    }

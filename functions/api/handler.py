@@ -6,7 +6,6 @@ from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from tickwork.api.app import build_app
 from tickwork.observability import logger, metrics, tracer
 

@@ -10,7 +10,6 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
     APIGatewayAuthorizerTokenEvent,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from tickwork.domain.tenants import parse_bearer
 from tickwork.observability import logger, tracer
 from tickwork.runtime import runtime
@@ -27,7 +26,7 @@ def lambda_handler(event: APIGatewayAuthorizerTokenEvent, context: LambdaContext
     principal = runtime().tenants.by_token(token) if token else None
     if principal is None:
         logger.info("token refused")
-        raise Exception(UNAUTHORIZED)  # noqa: TRY002 - API Gateway matches this exact message
+        raise Exception(UNAUTHORIZED)
     arn = event.parsed_arn
     policy = APIGatewayAuthorizerResponse(
         principal_id=principal.actor,

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts, scan_all
 from tests.support.apigw import ApiGateway, load_event
-from tickwork import tables
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 
@@ -29,7 +29,8 @@ def job_body(name: str = "nightly", **overrides: Any) -> dict[str, Any]:
 def create(api: ApiGateway, token: str = ACME, **overrides: Any) -> dict[str, Any]:
     response = api.request("POST", "/v1/jobs", token=token, body=job_body(**overrides))
     assert response.status == 201, response.body
-    return response.body
+    body: dict[str, Any] = response.body
+    return body
 
 
 def soon(seconds: int) -> str:
@@ -89,7 +90,11 @@ def test_create_with_a_taken_name_is_409(api: ApiGateway, dynamodb: Any) -> None
     before = item_counts(dynamodb)
     response = api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="unique"))
     assert response.status == 409
-    assert response.body["error"] == {"code": "name_taken", "message": response.body["error"]["message"], "field": "name"}
+    assert response.body["error"] == {
+        "code": "name_taken",
+        "message": response.body["error"]["message"],
+        "field": "name",
+    }
     assert item_counts(dynamodb) == before
 
 
@@ -104,9 +109,13 @@ def test_list_is_newest_first_and_paginates(api: ApiGateway) -> None:
         create(api, name=name)
     first = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2"})
     assert [item["name"] for item in first.body["items"]] == ["job-4", "job-3"]
-    second = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": first.body["next_cursor"]})
+    second = api.request(
+        "GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": first.body["next_cursor"]}
+    )
     assert [item["name"] for item in second.body["items"]] == ["job-2", "job-1"]
-    third = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": second.body["next_cursor"]})
+    third = api.request(
+        "GET", "/v1/jobs", token=ACME, query={"limit": "2", "cursor": second.body["next_cursor"]}
+    )
     assert [item["name"] for item in third.body["items"]] == ["job-0"]
     assert third.body["next_cursor"] is None
 
@@ -117,7 +126,9 @@ def test_list_filters_by_status_and_hides_cancelled_by_default(api: ApiGateway) 
     api.request("DELETE", f"/v1/jobs/{cancelled}", token=ACME)
 
     def ids(query: dict[str, str]) -> set[str]:
-        return {item["job_id"] for item in api.request("GET", "/v1/jobs", token=ACME, query=query).body["items"]}
+        return {
+            item["job_id"] for item in api.request("GET", "/v1/jobs", token=ACME, query=query).body["items"]
+        }
 
     assert ids({}) == {active, paused}
     assert ids({"status": "PAUSED"}) == {paused}
@@ -137,7 +148,16 @@ def test_patch_changes_only_the_given_fields_and_recomputes_next_fire(api: ApiGa
     updated = response.body
     assert updated["schedule"] == {**job["schedule"], "expression": "*/15 * * * *"}
     assert updated["retry"] == {**job["retry"], "max_attempts": 3}
-    untouched = {"name", "target", "payload", "tags", "misfire_policy", "overlap_policy", "delivery", "created_at"}
+    untouched = {
+        "name",
+        "target",
+        "payload",
+        "tags",
+        "misfire_policy",
+        "overlap_policy",
+        "delivery",
+        "created_at",
+    }
     assert {key: updated[key] for key in untouched} == {key: job[key] for key in untouched}
     assert updated["version"] == job["version"] + 1
     assert updated["next_fire_at"] != job["next_fire_at"]
@@ -147,7 +167,10 @@ def test_patch_changes_only_the_given_fields_and_recomputes_next_fire(api: ApiGa
 def test_patch_can_switch_schedule_type(api: ApiGateway) -> None:
     job = create(api)
     response = api.request(
-        "PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"schedule": {"type": "rate", "every_seconds": 3600}}
+        "PATCH",
+        f"/v1/jobs/{job['job_id']}",
+        token=ACME,
+        body={"schedule": {"type": "rate", "every_seconds": 3600}},
     )
     assert response.status == 200, response.body
     assert response.body["schedule"]["type"] == "rate"
@@ -161,7 +184,9 @@ def test_patch_with_a_stale_version_is_409_and_changes_nothing(api: ApiGateway) 
     stale = api.request("PATCH", path, token=ACME, body={"description": "v3", "version": 1})
     assert stale.status == 409
     assert stale.body["error"]["code"] == "version_conflict"
-    stale_header = api.request("PATCH", path, token=ACME, body={"description": "v3"}, headers={"If-Match": '"1"'})
+    stale_header = api.request(
+        "PATCH", path, token=ACME, body={"description": "v3"}, headers={"If-Match": '"1"'}
+    )
     assert stale_header.status == 409
     current = api.request("GET", path, token=ACME).body
     assert (current["description"], current["version"]) == ("v2", 2)
@@ -169,7 +194,9 @@ def test_patch_with_a_stale_version_is_409_and_changes_nothing(api: ApiGateway) 
 
 def test_patch_rename_moves_the_name(api: ApiGateway) -> None:
     job = create(api, name="old-name")
-    assert api.request("PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"name": "new-name"}).status == 200
+    assert (
+        api.request("PATCH", f"/v1/jobs/{job['job_id']}", token=ACME, body={"name": "new-name"}).status == 200
+    )
     assert api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="old-name")).status == 201
     assert api.request("POST", "/v1/jobs", token=ACME, body=job_body(name="new-name")).status == 409
 
@@ -185,14 +212,18 @@ def test_patch_of_a_cancelled_job_is_409(api: ApiGateway) -> None:
 # --- pause, resume, cancel ----------------------------------------------------------------------------------
 def test_pause_stores_reason_time_and_actor_and_leaves_the_due_index(api: ApiGateway, dynamodb: Any) -> None:
     job = create(api)
-    response = api.request("POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME, body={"reason": "vendor outage"})
+    response = api.request(
+        "POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME, body={"reason": "vendor outage"}
+    )
     assert response.status == 200
     assert response.body["status"] == "PAUSED"
     assert response.body["pause"]["reason"] == "vendor outage"
     assert response.body["pause"]["paused_by"] == "acme:default"
     assert datetime.fromisoformat(response.body["pause"]["paused_at"]) <= datetime.now(UTC)
     assert response.body["next_fire_at"] is None
-    stored = [item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")]
+    stored = [
+        item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")
+    ]
     assert tables.DUE_SHARD not in stored[0]
 
 
@@ -205,7 +236,12 @@ def test_pause_without_a_body_works(api: ApiGateway) -> None:
 
 def test_resume_plans_missed_fires_by_the_misfire_policy(api: ApiGateway) -> None:
     # Given a job every 10 s that was paused, with its cursor in the past
-    job = create(api, schedule={"type": "rate", "every_seconds": 10}, misfire_policy="fire_once", misfire_grace_seconds=0)
+    job = create(
+        api,
+        schedule={"type": "rate", "every_seconds": 10},
+        misfire_policy="fire_once",
+        misfire_grace_seconds=0,
+    )
     api.request("POST", f"/v1/jobs/{job['job_id']}/pause", token=ACME)
     # When it is resumed
     response = api.request("POST", f"/v1/jobs/{job['job_id']}/resume", token=ACME)
@@ -213,7 +249,9 @@ def test_resume_plans_missed_fires_by_the_misfire_policy(api: ApiGateway) -> Non
     assert response.status == 200
     assert response.body["status"] == "ACTIVE"
     assert response.body["pause"] is None
-    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME, query={"limit": "100"}).body["items"]
+    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME, query={"limit": "100"}).body[
+        "items"
+    ]
     assert runs and all(run["status"] in {"PLANNED", "MISSED"} for run in runs)
 
 
@@ -241,14 +279,19 @@ def test_trigger_with_the_same_key_gives_the_same_run(api: ApiGateway, dynamodb:
     assert first.body["run_id"] == again.body["run_id"] != other.body["run_id"]
     assert first.body["trigger"] == "manual"
     assert first.body["status"] == "PLANNED"
-    manual = [item for item in scan_all(dynamodb, tables.RUNS.default_name) if item["trigger"]["S"] == "manual"]
+    manual = [
+        item for item in scan_all(dynamodb, tables.RUNS.default_name) if item["trigger"]["S"] == "manual"
+    ]
     assert len(manual) == 2
 
 
 def test_trigger_without_a_key_makes_a_new_run_each_time(api: ApiGateway) -> None:
     job = create(api)
     path = f"/v1/jobs/{job['job_id']}/trigger"
-    assert api.request("POST", path, token=ACME).body["run_id"] != api.request("POST", path, token=ACME).body["run_id"]
+    assert (
+        api.request("POST", path, token=ACME).body["run_id"]
+        != api.request("POST", path, token=ACME).body["run_id"]
+    )
 
 
 def test_get_run_returns_it_with_attempts(api: ApiGateway) -> None:
@@ -340,7 +383,9 @@ def test_health_needs_no_token(api: ApiGateway) -> None:
 
 
 # --- authentication -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("authorization", [None, "Bearer wrong-token", "Basic dXNlcjpwYXNz", "Bearer", "tw_token-for-acme"])
+@pytest.mark.parametrize(
+    "authorization", [None, "Bearer wrong-token", "Basic dXNlcjpwYXNz", "Bearer", "tw_token-for-acme"]
+)
 def test_requests_without_a_valid_token_are_401(api: ApiGateway, authorization: str | None) -> None:
     event = load_event("api_list_jobs.json")
     response = api.send(event, authorization=authorization)
@@ -351,7 +396,9 @@ def test_requests_without_a_valid_token_are_401(api: ApiGateway, authorization: 
 def test_handler_refuses_an_event_without_authorizer_context(api: ApiGateway) -> None:
     event = load_event("api_list_jobs.json")
     event["requestContext"]["authorizer"] = None
-    response = api.api_handler(event, __import__("tests.support.apigw", fromlist=["LambdaContext"]).LambdaContext())
+    response = api.api_handler(
+        event, __import__("tests.support.apigw", fromlist=["LambdaContext"]).LambdaContext()
+    )
     assert response["statusCode"] == 401
     assert json.loads(response["body"])["error"]["code"] == "unauthorized"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tickwork import tables
+from tickwork.domain.tenants import hash_token
 
 from tests.conftest import seed_tenant
 from tests.support.apigw import LambdaContext, load_event
-from tickwork import tables
-from tickwork.domain.tenants import hash_token
 
 
 @pytest.fixture
@@ -19,7 +19,9 @@ def authorize(dynamodb: Any) -> Any:
     return lambda event: lambda_handler(event, LambdaContext(function_name="tickwork-authorizer"))
 
 
-def test_sample_event_is_allowed_for_every_route_with_the_tenant_in_context(dynamodb: Any, authorize: Any) -> None:
+def test_sample_event_is_allowed_for_every_route_with_the_tenant_in_context(
+    dynamodb: Any, authorize: Any
+) -> None:
     seed_tenant(dynamodb, "acme", "tw_example-token-acme")
     policy = authorize(load_event("authorizer_token.json"))
     assert policy["context"] == {"tenant_id": "acme", "actor": "acme:default"}
@@ -37,24 +39,25 @@ def test_only_the_hash_of_a_token_is_stored(dynamodb: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["Bearer tw_unknown", "", "Bearer ", "Token tw_example-token-acme", "Bearer a b", "Bearer " + "x" * 600]
+    "header",
+    ["Bearer tw_unknown", "", "Bearer ", "Token tw_example-token-acme", "Bearer a b", "Bearer " + "x" * 600],
 )
 def test_bad_tokens_raise_unauthorized(dynamodb: Any, authorize: Any, header: str) -> None:
     seed_tenant(dynamodb, "acme", "tw_example-token-acme")
     event = load_event("authorizer_token.json")
     event["authorizationToken"] = header
-    with pytest.raises(Exception, match="^Unauthorized$"):
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
         authorize(event)
 
 
 def test_a_disabled_tenant_is_refused(dynamodb: Any, authorize: Any) -> None:
     seed_tenant(dynamodb, "acme", "tw_example-token-acme", status="DISABLED")
-    with pytest.raises(Exception, match="^Unauthorized$"):
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
         authorize(load_event("authorizer_token.json"))
 
 
 def test_a_deleted_tenant_is_refused(dynamodb: Any, authorize: Any) -> None:
     seed_tenant(dynamodb, "acme", "tw_example-token-acme")
     dynamodb.delete_item(TableName=tables.TENANTS.default_name, Key={"pk": {"S": tables.tenant_key("acme")}})
-    with pytest.raises(Exception, match="^Unauthorized$"):
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
         authorize(load_event("authorizer_token.json"))

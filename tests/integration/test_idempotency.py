@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tickwork import tables
+
 from tests.conftest import TOKENS, scan_all
 from tests.support.apigw import ApiGateway
-from tickwork import tables
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 BODY = {
@@ -17,7 +18,9 @@ BODY = {
 
 
 def job_items(dynamodb: Any) -> list[dict[str, Any]]:
-    return [item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")]
+    return [
+        item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")
+    ]
 
 
 def test_same_key_returns_the_same_job_and_creates_one_item(api: ApiGateway, dynamodb: Any) -> None:

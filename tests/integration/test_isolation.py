@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts
 from tests.support.apigw import ApiGateway
-from tickwork import tables
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 

@@ -42,4 +42,6 @@ def test_error_responses_use_the_error_shape() -> None:
         for operation in operations.values():
             for status, response in operation["responses"].items():
                 if status.startswith("4"):
-                    assert response["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+                    assert response["content"]["application/json"]["schema"] == {
+                        "$ref": "#/components/schemas/ErrorBody"
+                    }

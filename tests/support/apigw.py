@@ -16,7 +16,8 @@ UNAUTHENTICATED_ROUTES = frozenset({("GET", "/v1/health")})
 
 
 def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / name).read_text())
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return event
 
 
 @dataclass
@@ -98,7 +99,13 @@ class ApiGateway:
         if (method, path) not in UNAUTHENTICATED_ROUTES:
             context = self.authorize(authorization, method, path)
             if context is None:
-                body = {"error": {"code": "unauthorized", "message": "missing or invalid bearer token", "field": None}}
+                body = {
+                    "error": {
+                        "code": "unauthorized",
+                        "message": "missing or invalid bearer token",
+                        "field": None,
+                    }
+                }
                 return HttpResult(401, body, {"Content-Type": "application/json"})
             event["requestContext"]["authorizer"] = context
         response = self.api_handler(event, LambdaContext())

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from tickwork.domain.misfire import plan_fires
 from tickwork.domain.models import Job, JobStatus, Run, RunStatus, scheduled_run_id
-from tickwork.domain.ports import RunDispatcher, RunStore, JobStore
+from tickwork.domain.ports import JobStore, RunDispatcher, RunStore
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class JobPlanner:
         if not self.is_due(job, now):
             return PlanResult(next_fire_at=job.next_fire_at)
         decision = plan_fires(job, job.next_fire_at, now, self.horizon)
-        missed = [new_run(job, fire_at, now, RunStatus.MISSED, reason="misfire") for fire_at in decision.missed]
+        missed = [
+            new_run(job, fire_at, now, RunStatus.MISSED, reason="misfire") for fire_at in decision.missed
+        ]
         planned = [new_run(job, fire_at, now, RunStatus.PLANNED) for fire_at in decision.run]
         for run in missed:
             self.runs.put_if_absent(run)

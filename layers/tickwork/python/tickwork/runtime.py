@@ -72,10 +72,14 @@ class Runtime:
     def idempotency_store(self) -> DynamoDBPersistenceLayer:
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
-        return DynamoDBPersistenceLayer(table_name=self.settings.idempotency_table, boto3_client=self.dynamodb)
+        return DynamoDBPersistenceLayer(
+            table_name=self.settings.idempotency_table, boto3_client=self.dynamodb
+        )
 
 
-def build_runtime(settings: Settings, *, dynamodb: Any = None, dispatcher: RunDispatcher | None = None) -> Runtime:
+def build_runtime(
+    settings: Settings, *, dynamodb: Any = None, dispatcher: RunDispatcher | None = None
+) -> Runtime:
     return Runtime(
         settings=settings,
         dynamodb=dynamodb or boto3.client("dynamodb", config=_CLIENT_CONFIG),

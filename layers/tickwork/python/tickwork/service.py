@@ -101,7 +101,7 @@ class JobService:
     def list_jobs(
         self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None, now: datetime
     ) -> Page[JobDetails]:
-        page = self.jobs.list(tenant_id, status=status, limit=limit, cursor=cursor)
+        page = self.jobs.list_for_tenant(tenant_id, status=status, limit=limit, cursor=cursor)
         return Page([self._details(job, now) for job in page.items], page.next_cursor)
 
     def update_job(
@@ -112,7 +112,9 @@ class JobService:
         expected = patch.version if patch.version is not None else if_match
         if expected is not None and expected != job.version:
             raise VersionConflict(
-                f"job is at version {job.version}, not {expected}", field="version", current_version=job.version
+                f"job is at version {job.version}, not {expected}",
+                field="version",
+                current_version=job.version,
             )
         changes = patch.changes()
         spec = JobSpec.model_validate(merge_patch(job.spec().model_dump(mode="json"), changes))
@@ -129,7 +131,9 @@ class JobService:
         self.jobs.save(updated, expected_version=job.version, previous_name=previous_name)
         return self._details(self._plan(updated, now), now)
 
-    def pause_job(self, tenant_id: str, job_id: str, *, reason: str | None, actor: str, now: datetime) -> JobDetails:
+    def pause_job(
+        self, tenant_id: str, job_id: str, *, reason: str | None, actor: str, now: datetime
+    ) -> JobDetails:
         job = self.jobs.get(tenant_id, job_id)
         self._require_not_ended(job, "pause")
         if job.status is JobStatus.ACTIVE:
@@ -151,7 +155,12 @@ class JobService:
         self._require_not_ended(job, "resume")
         if job.status is JobStatus.PAUSED:
             resumed = job.model_copy(
-                update={"status": JobStatus.ACTIVE, "pause": None, "version": job.version + 1, "updated_at": now}
+                update={
+                    "status": JobStatus.ACTIVE,
+                    "pause": None,
+                    "version": job.version + 1,
+                    "updated_at": now,
+                }
             )
             self.jobs.save(resumed, expected_version=job.version)
             job = self._plan(resumed, now)
@@ -217,7 +226,9 @@ class JobService:
     @staticmethod
     def preview(schedule: AnySchedule, *, after: datetime, count: int) -> list[datetime]:
         """Fire times strictly after ``after``; a rate schedule with no start_at counts from ``after``."""
-        anchor = after + timedelta(seconds=schedule.every_seconds) if isinstance(schedule, RateSchedule) else None
+        anchor = (
+            after + timedelta(seconds=schedule.every_seconds) if isinstance(schedule, RateSchedule) else None
+        )
         return next_fire_times(schedule, after, count, anchor=anchor)
 
     def stats(self, tenant_id: str, now: datetime) -> TenantStats:

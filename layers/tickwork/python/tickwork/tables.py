@@ -137,7 +137,9 @@ RUNS = TableDefinition(
     env_var="TICKWORK_RUNS_TABLE",
     partition_key=KeyAttribute(RUNS_PK, "S"),
     indexes=(
-        IndexDefinition(RUNS_BY_JOB_INDEX, KeyAttribute(RUNS_JOB_KEY, "S"), KeyAttribute(RUNS_SCHEDULED_AT, "N")),
+        IndexDefinition(
+            RUNS_BY_JOB_INDEX, KeyAttribute(RUNS_JOB_KEY, "S"), KeyAttribute(RUNS_SCHEDULED_AT, "N")
+        ),
         IndexDefinition(
             OPEN_RUNS_INDEX,
             KeyAttribute(ATTENTION_SHARD, "N"),
@@ -160,7 +162,7 @@ RUNS = TableDefinition(
 # Tenant profiles ("tenant#<id>") and API tokens ("token#<sha256 of the token>") share one key space.
 TENANTS_PK = "pk"
 TENANT_PK_PREFIX = "tenant#"
-TOKEN_PK_PREFIX = "token#"
+TOKEN_PK_PREFIX = "token#"  # noqa: S105 - a key prefix, not a secret
 
 TENANTS = TableDefinition(
     logical_name="tenants",

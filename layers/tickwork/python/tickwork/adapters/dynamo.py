@@ -61,7 +61,7 @@ def decode_cursor(cursor: str, *, expected: Mapping[str, Any], fields: tuple[str
 
 def is_conditional_failure(error: Exception) -> bool:
     code = getattr(error, "response", {}).get("Error", {}).get("Code")
-    return code == "ConditionalCheckFailedException"
+    return bool(code == "ConditionalCheckFailedException")
 
 
 def cancellation_codes(error: Exception) -> list[str]:

@@ -92,7 +92,9 @@ class DynamoJobStore:
                     "TableName": self.tenants_table,
                     "Key": to_item({tables.TENANTS_PK: tables.tenant_key(job.tenant_id)}),
                     "UpdateExpression": "ADD job_count :one",
-                    "ConditionExpression": "attribute_exists(#pk) AND (attribute_not_exists(job_count) OR job_count < :max)",
+                    "ConditionExpression": (
+                        "attribute_exists(#pk) AND (attribute_not_exists(job_count) OR job_count < :max)"
+                    ),
                     "ExpressionAttributeNames": {"#pk": tables.TENANTS_PK},
                     "ExpressionAttributeValues": to_item({":one": 1, ":max": max_jobs}),
                 }
@@ -118,7 +120,11 @@ class DynamoJobStore:
                     raise self._version_conflict(job, expected_version) from error
                 raise
             return
-        self._transact([{"Put": put}, self._claim_name(job), self._release_name(job, previous_name)], job, expected_version)
+        self._transact(
+            [{"Put": put}, self._claim_name(job), self._release_name(job, previous_name)],
+            job,
+            expected_version,
+        )
 
     def cancel(self, job: Job, *, expected_version: int) -> None:
         tenant_update = {
@@ -130,7 +136,9 @@ class DynamoJobStore:
             }
         }
         put = self._put_if_version(job, expected_version)
-        self._transact([{"Put": put}, self._release_name(job, job.name), tenant_update], job, expected_version)
+        self._transact(
+            [{"Put": put}, self._release_name(job, job.name), tenant_update], job, expected_version
+        )
 
     def advance_cursor(self, job: Job, next_fire_at: datetime | None, *, completed: bool) -> bool:
         """Move the cursor, conditional on the job's version; planners do not bump the version, so a
@@ -163,12 +171,16 @@ class DynamoJobStore:
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, job_id: str) -> Job:
-        response = self.client.get_item(TableName=self.table, Key=self._key(tenant_id, job_id), ConsistentRead=True)
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(tenant_id, job_id), ConsistentRead=True
+        )
         if "Item" not in response:
             raise NotFound(f"job {job_id!r} not found", field="job_id")
         return job_from_item(response["Item"])
 
-    def list(self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None) -> Page[Job]:
+    def list_for_tenant(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[Job]:
         query: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "#pk = :tenant AND begins_with(#sk, :prefix)",
@@ -183,7 +195,9 @@ class DynamoJobStore:
             query["FilterExpression"] = "#status = :status"
             query["ExpressionAttributeValues"].update(to_item({":status": status.value}))
         start = (
-            decode_cursor(cursor, expected={tables.JOBS_PK: tenant_id}, fields=(tables.JOBS_PK, tables.JOBS_SK))
+            decode_cursor(
+                cursor, expected={tables.JOBS_PK: tenant_id}, fields=(tables.JOBS_PK, tables.JOBS_SK)
+            )
             if cursor
             else None
         )
@@ -253,7 +267,8 @@ class DynamoJobStore:
 
     def _version_conflict(self, job: Job, expected_version: int) -> VersionConflict:
         return VersionConflict(
-            f"job {job.job_id!r} changed meanwhile; it is no longer at version {expected_version}", field="version"
+            f"job {job.job_id!r} changed meanwhile; it is no longer at version {expected_version}",
+            field="version",
         )
 
     def _query_all(self, **query: Any) -> Iterator[dict[str, Any]]:

@@ -122,7 +122,11 @@ class DynamoRunStore:
             IndexName=tables.RUNS_BY_JOB_INDEX,
             KeyConditionExpression="#job = :job AND #at >= :since",
             FilterExpression=f"#status IN ({', '.join(placeholders)})",
-            ExpressionAttributeNames={"#job": tables.RUNS_JOB_KEY, "#at": tables.RUNS_SCHEDULED_AT, "#status": "status"},
+            ExpressionAttributeNames={
+                "#job": tables.RUNS_JOB_KEY,
+                "#at": tables.RUNS_SCHEDULED_AT,
+                "#status": "status",
+            },
             ExpressionAttributeValues=to_item(
                 {":job": tables.run_job_key(tenant_id, job_id), ":since": to_epoch_ms(since), **placeholders}
             ),
@@ -135,7 +139,8 @@ class DynamoRunStore:
                         TableName=self.table,
                         Key=self._key(tenant_id, run_id),
                         UpdateExpression=(
-                            "SET #status = :cancelled, reason = :reason, finished_at = :now REMOVE #shard, #attention"
+                            "SET #status = :cancelled, reason = :reason, finished_at = :now "
+                            "REMOVE #shard, #attention"
                         ),
                         ConditionExpression=f"#status IN ({', '.join(placeholders)})",
                         ExpressionAttributeNames={
@@ -161,7 +166,9 @@ class DynamoRunStore:
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, run_id: str) -> Run:
-        response = self.client.get_item(TableName=self.table, Key=self._key(tenant_id, run_id), ConsistentRead=True)
+        response = self.client.get_item(
+            TableName=self.table, Key=self._key(tenant_id, run_id), ConsistentRead=True
+        )
         if "Item" not in response:
             raise NotFound(f"run {run_id!r} not found", field="run_id")
         return run_from_item(response["Item"])
@@ -177,7 +184,11 @@ class DynamoRunStore:
             "ExpressionAttributeNames": {"#job": tables.RUNS_JOB_KEY},
             "ExpressionAttributeValues": to_item({":job": job_key}),
         }
-        start = decode_cursor(cursor, expected={tables.RUNS_JOB_KEY: job_key}, fields=key_fields) if cursor else None
+        start = (
+            decode_cursor(cursor, expected={tables.RUNS_JOB_KEY: job_key}, fields=key_fields)
+            if cursor
+            else None
+        )
         if start is not None and not from_item(start)[tables.RUNS_PK].startswith(f"{tenant_id}/{job_id}:"):
             raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor")
         items, last_key = collect_page(self.client, query, limit, start, key_fields)
@@ -206,7 +217,10 @@ class DynamoRunStore:
                 TableName=self.table,
                 IndexName=tables.RUNS_BY_TENANT_INDEX,
                 KeyConditionExpression="#shard = :shard AND #at BETWEEN :since AND :until",
-                ExpressionAttributeNames={"#shard": tables.RUNS_TENANT_SHARD, "#at": tables.RUNS_SCHEDULED_AT},
+                ExpressionAttributeNames={
+                    "#shard": tables.RUNS_TENANT_SHARD,
+                    "#at": tables.RUNS_SCHEDULED_AT,
+                },
                 ExpressionAttributeValues=to_item(
                     {
                         ":shard": f"{tenant_id}#{shard}",
@@ -227,4 +241,3 @@ class DynamoRunStore:
 def run_from_item(item: dict[str, Any]) -> Run:
     values = from_item(item)
     return Run.model_validate({key: value for key, value in values.items() if key in _RUN_FIELDS})
-

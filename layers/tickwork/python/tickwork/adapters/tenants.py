@@ -18,7 +18,7 @@ class DynamoTenantStore:
         self.client = client
         self.table = table
 
-    def put(self, tenant: Tenant, *, token: str, token_label: str = "default") -> None:
+    def put(self, tenant: Tenant, *, token: str, token_label: str = "default") -> None:  # noqa: S107
         """Store the tenant and one token for it. Only the token's hash is written."""
         self.client.transact_write_items(
             TransactItems=[
@@ -26,7 +26,10 @@ class DynamoTenantStore:
                     "Put": {
                         "TableName": self.table,
                         "Item": to_item(
-                            {tables.TENANTS_PK: tables.tenant_key(tenant.tenant_id), **tenant.model_dump(mode="json")}
+                            {
+                                tables.TENANTS_PK: tables.tenant_key(tenant.tenant_id),
+                                **tenant.model_dump(mode="json"),
+                            }
                         ),
                     }
                 },
@@ -49,7 +52,9 @@ class DynamoTenantStore:
         item = self._get(tables.tenant_key(tenant_id))
         if item is None:
             raise NotFound(f"tenant {tenant_id!r} not found")
-        return Tenant.model_validate({key: value for key, value in item.items() if key in Tenant.model_fields})
+        return Tenant.model_validate(
+            {key: value for key, value in item.items() if key in Tenant.model_fields}
+        )
 
     def by_token(self, token: str) -> Principal | None:
         """A DynamoDB key lookup on the token's hash: no stored secret is ever compared byte by byte."""

@@ -14,12 +14,13 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tickwork.api.errors import body_of, describe_validation_errors, error_body, status_of
 from tickwork.api.schemas import (
@@ -50,11 +51,18 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {
+def _responses(
+    *statuses: int, success: tuple[int, type[BaseModel]] | None = None
+) -> dict[int, OpenAPIResponse]:
+    """OpenAPI responses: the error statuses a route can answer, and its success if not a plain 200."""
+    responses: dict[int, OpenAPIResponse] = {
         status: {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": ErrorBody}}}
         for status in statuses
     }
+    if success is not None:
+        status, model = success
+        responses[status] = {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": model}}}
+    return responses
 
 
 def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestResolver:
@@ -129,8 +137,14 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
         return json_response(HTTPStatus.NOT_FOUND, error_body("not_found", "no such route"))
 
     # --- jobs ---------------------------------------------------------------------------------------------
-    @app.post("/v1/jobs", summary="Create a job", responses={201: {"description": "Created", "content": {JSON: {"model": JobOut}}}, **_errors(400, 401, 409, 413, 422, 429)})
-    def create_job(job: Annotated[JobSpec, Body()], idempotency_key: IdempotencyKey = None) -> Response[JobOut]:
+    @app.post(
+        "/v1/jobs",
+        summary="Create a job",
+        responses=_responses(400, 401, 409, 413, 422, 429, success=(201, JobOut)),
+    )
+    def create_job(
+        job: Annotated[JobSpec, Body()], idempotency_key: IdempotencyKey = None
+    ) -> Response[JobOut]:
         tenant_id = tenant()
         service = get_runtime().service
 
@@ -142,41 +156,53 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
         body = idempotent("create_job", create)(request=request) if idempotency_key else create(request)
         return json_response(HTTPStatus.CREATED, body)
 
-    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_errors(400, 401))
+    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_responses(400, 401))
     def list_jobs(
         status: Annotated[JobStatus | None, Query()] = None, limit: Limit = 50, cursor: Cursor = None
     ) -> JobPage:
         page = get_runtime().service.list_jobs(tenant(), status=status, limit=limit, cursor=cursor, now=now())
         return JobPage(items=[JobOut.of(details) for details in page.items], next_cursor=page.next_cursor)
 
-    @app.get("/v1/jobs/<job_id>", summary="Get a job", responses=_errors(400, 401, 404))
+    @app.get("/v1/jobs/<job_id>", summary="Get a job", responses=_responses(400, 401, 404))
     def get_job(job_id: JobId) -> Response[JobOut]:
         details = get_runtime().service.get_job(tenant(), job_id, now())
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
 
-    @app.patch("/v1/jobs/<job_id>", summary="Update the given fields of a job", responses=_errors(400, 401, 404, 409, 413))
+    @app.patch(
+        "/v1/jobs/<job_id>",
+        summary="Update the given fields of a job",
+        responses=_responses(400, 401, 404, 409, 413),
+    )
     def update_job(
         job_id: JobId,
         patch: Annotated[JobPatch, Body()],
         if_match: Annotated[str | None, Header(alias="if-match", max_length=64)] = None,
     ) -> Response[JobOut]:
-        details = get_runtime().service.update_job(tenant(), job_id, patch, now(), if_match=_version_of(if_match))
+        details = get_runtime().service.update_job(
+            tenant(), job_id, patch, now(), if_match=_version_of(if_match)
+        )
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
 
-    @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_errors(400, 401, 404, 409))
+    @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_responses(400, 401, 404, 409))
     def pause_job(job_id: JobId, request: Annotated[PauseRequest | None, Body()] = None) -> JobOut:
         reason = request.reason if request else None
-        return JobOut.of(get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now()))
+        return JobOut.of(
+            get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now())
+        )
 
-    @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_errors(401, 404, 409))
+    @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_responses(401, 404, 409))
     def resume_job(job_id: JobId) -> JobOut:
         return JobOut.of(get_runtime().service.resume_job(tenant(), job_id, now()))
 
-    @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_errors(401, 404))
+    @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_responses(401, 404))
     def cancel_job(job_id: JobId) -> JobOut:
         return JobOut.of(get_runtime().service.cancel_job(tenant(), job_id, now()))
 
-    @app.post("/v1/jobs/<job_id>/trigger", summary="Run a job now", responses={202: {"description": "Accepted", "content": {JSON: {"model": RunOut}}}, **_errors(400, 401, 404, 409, 422)})
+    @app.post(
+        "/v1/jobs/<job_id>/trigger",
+        summary="Run a job now",
+        responses=_responses(400, 401, 404, 409, 422, success=(202, RunOut)),
+    )
     def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[RunOut]:
         tenant_id = tenant()
         service = get_runtime().service
@@ -189,29 +215,39 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
         body = idempotent("trigger_job", trigger)(request=request) if idempotency_key else trigger(request)
         return json_response(HTTPStatus.ACCEPTED, body)
 
-    @app.get("/v1/jobs/<job_id>/runs", summary="Run history of a job, newest first", responses=_errors(400, 401, 404))
+    @app.get(
+        "/v1/jobs/<job_id>/runs",
+        summary="Run history of a job, newest first",
+        responses=_responses(400, 401, 404),
+    )
     def list_runs(job_id: JobId, limit: Limit = 50, cursor: Cursor = None) -> RunPage:
         page = get_runtime().service.list_runs(tenant(), job_id, limit=limit, cursor=cursor)
         return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
 
     # --- runs ---------------------------------------------------------------------------------------------
-    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_errors(400, 401, 404))
+    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(400, 401, 404))
     def get_run(run_id: RunId) -> RunOut:
         return RunOut.of(get_runtime().service.get_run(tenant(), run_id))
 
-    @app.post("/v1/runs/<run_id>/retry", summary="Re-run a FAILED, DEAD or ABANDONED run", responses={202: {"description": "Accepted", "content": {JSON: {"model": RunOut}}}, **_errors(400, 401, 404, 409)})
+    @app.post(
+        "/v1/runs/<run_id>/retry",
+        summary="Re-run a FAILED, DEAD or ABANDONED run",
+        responses=_responses(400, 401, 404, 409, success=(202, RunOut)),
+    )
     def retry_run(run_id: RunId) -> Response[RunOut]:
         run = get_runtime().service.retry_run(tenant(), run_id, now())
         return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
 
     # --- read-only ----------------------------------------------------------------------------------------
-    @app.post("/v1/schedule-preview", summary="Next fire times of a schedule", responses=_errors(400, 401))
+    @app.post("/v1/schedule-preview", summary="Next fire times of a schedule", responses=_responses(400, 401))
     def schedule_preview(request: Annotated[PreviewRequest, Body()]) -> PreviewResponse:
         tenant()
         after = request.after or now()
-        return PreviewResponse(fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count))
+        return PreviewResponse(
+            fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count)
+        )
 
-    @app.get("/v1/stats", summary="The tenant's health", responses=_errors(401))
+    @app.get("/v1/stats", summary="The tenant's health", responses=_responses(401))
     def stats() -> StatsOut:
         return StatsOut.of(get_runtime().service.stats(tenant(), now()))
 
@@ -230,7 +266,7 @@ def _version_of(if_match: str | None) -> int | None:
     if not text.isdigit():
         from tickwork.errors import InvalidInput
 
-        raise InvalidInput("If-Match must be a job version such as \"3\"", field="If-Match")
+        raise InvalidInput('If-Match must be a job version such as "3"', field="If-Match")
     return int(text)
 
 

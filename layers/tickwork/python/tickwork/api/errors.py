@@ -29,7 +29,11 @@ _CODE_BY_TYPE = {
     "json_invalid": "invalid_json",
     "model_attributes_type": "invalid_json",
 }
-_CODE_BY_SECTION = {"schedule": "invalid_schedule", "target": "invalid_target", "retry": "invalid_retry_policy"}
+_CODE_BY_SECTION = {
+    "schedule": "invalid_schedule",
+    "target": "invalid_target",
+    "retry": "invalid_retry_policy",
+}
 
 
 def status_of(error: errors.TickworkError) -> HTTPStatus:
@@ -39,7 +43,9 @@ def status_of(error: errors.TickworkError) -> HTTPStatus:
     return HTTPStatus.INTERNAL_SERVER_ERROR
 
 
-def error_body(code: str, message: str, field: str | None = None, details: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def error_body(
+    code: str, message: str, field: str | None = None, details: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     body: dict[str, Any] = {"code": code, "message": message, "field": field}
     if details:
         body["details"] = list(details)
@@ -54,18 +60,24 @@ def field_path(location: Iterable[Any]) -> str | None:
     parts = [str(part) for part in location]
     if parts and parts[0] in _LOCATION_ROOTS:
         parts = parts[1:]
-    kept = [part for i, part in enumerate(parts) if not (i > 0 and parts[i - 1] in ("schedule", "target") and part in _UNION_TAGS)]
+    kept = [
+        part
+        for i, part in enumerate(parts)
+        if not (i > 0 and parts[i - 1] in ("schedule", "target") and part in _UNION_TAGS)
+    ]
     return ".".join(kept) or None
 
 
 def describe_validation_errors(raw_errors: Sequence[Any]) -> tuple[HTTPStatus, dict[str, Any]]:
     """The status and body for pydantic or Powertools validation errors: the first error on top, all of
     them in ``details``."""
-    details = []
+    details: list[dict[str, Any]] = []
     for raw in raw_errors:
         error_type = str(raw.get("type", ""))
         field = None if error_type == "json_invalid" else field_path(raw.get("loc", ()))
-        code = _CODE_BY_TYPE.get(error_type) or _CODE_BY_SECTION.get((field or "").split(".")[0], "invalid_field")
+        code = _CODE_BY_TYPE.get(error_type) or _CODE_BY_SECTION.get(
+            (field or "").split(".")[0], "invalid_field"
+        )
         message = str(raw.get("msg", "invalid value"))
         if error_type == "extra_forbidden":
             message = f"unknown field {field!r}"

@@ -81,13 +81,11 @@ def decide_fires(
 
     run = list(run_late)
     next_fire_at: datetime | None = None
-    planned = 0
-    for fire_at in fires_from(max(cursor, late_before)):
+    for planned, fire_at in enumerate(fires_from(max(cursor, late_before))):
         if fire_at > now + horizon or planned >= MAX_FIRES_PER_PASS:
             next_fire_at = fire_at
             break
         run.append(fire_at)
-        planned += 1
     return FirePlan(run=run, missed=missed, more_missed=more_late, next_fire_at=next_fire_at)
 
 

@@ -136,20 +136,30 @@ class HttpTarget(StrictModel):
         for name, value in headers.items():
             lowered = name.lower()
             if not HEADER_NAME.match(name):
-                raise PydanticCustomError("invalid_header", "header name {name!r} is not valid", {"name": name})
+                raise PydanticCustomError(
+                    "invalid_header", "header name {name!r} is not valid", {"name": name}
+                )
             if lowered.startswith(RESERVED_HEADER_PREFIX) or lowered in RESERVED_HEADERS:
                 raise PydanticCustomError(
-                    "reserved_header", "header {name!r} is set by tickwork and cannot be overridden", {"name": name}
+                    "reserved_header",
+                    "header {name!r} is set by tickwork and cannot be overridden",
+                    {"name": name},
                 )
             if "\r" in value or "\n" in value:
-                raise PydanticCustomError("invalid_header", "header {name!r} has a line break", {"name": name})
+                raise PydanticCustomError(
+                    "invalid_header", "header {name!r} has a line break", {"name": name}
+                )
         return headers
 
 
 SQS_QUEUE_URL = r"^https?://[A-Za-z0-9.:-]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$"
-LAMBDA_ARN = r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"
+LAMBDA_ARN = (
+    r"^arn:aws[a-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?$"
+)
 STATE_MACHINE_ARN = r"^arn:aws[a-z-]*:states:[a-z0-9-]+:[0-9]{12}:stateMachine:[A-Za-z0-9_-]{1,80}$"
-EVENT_BUS = r"^([A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9._/-]{1,256})$"
+EVENT_BUS = (
+    r"^([A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9._/-]{1,256})$"
+)
 
 
 class SqsTarget(StrictModel):

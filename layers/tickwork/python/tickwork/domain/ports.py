@@ -39,7 +39,9 @@ class JobStore(Protocol):
     def get(self, tenant_id: str, job_id: str) -> Job:
         """Raises NotFound, also for another tenant's job."""
 
-    def list(self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None) -> Page[Job]:
+    def list_for_tenant(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[Job]:
         """Newest first. ``status=None`` lists every job but the cancelled ones."""
 
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:

@@ -61,7 +61,9 @@ def parse_cron(expression: str) -> ParsedCron:
     fields = expanded.split(" ")
     if len(fields) not in (5, 6):
         raise PydanticCustomError(
-            "invalid_cron", "cron needs 5 fields, or 6 with seconds first; got {count}", {"count": len(fields)}
+            "invalid_cron",
+            "cron needs 5 fields, or 6 with seconds first; got {count}",
+            {"count": len(fields)},
         )
     seconds_first = len(fields) == 6
     hour = fields[2] if seconds_first else fields[1]
@@ -133,7 +135,9 @@ _iterators = _IteratorCache()
 
 
 # --- public API -------------------------------------------------------------------------------------------
-def iter_fire_times(schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None) -> Iterator[datetime]:
+def iter_fire_times(
+    schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None
+) -> Iterator[datetime]:
     """Fire times strictly after ``after``, ascending, as UTC datetimes, within ``start_at``/``end_at``.
 
     ``anchor`` is the first fire of a rate schedule that has no ``start_at``.
@@ -146,7 +150,9 @@ def iter_fire_times(schedule: AnySchedule, after: datetime, *, anchor: datetime 
     if schedule.start_at is not None and schedule.start_at > after:
         after = schedule.start_at - _ONE_MICROSECOND
     source = (
-        _iter_cron(schedule, after) if isinstance(schedule, CronSchedule) else _iter_rate(schedule, after, anchor)
+        _iter_cron(schedule, after)
+        if isinstance(schedule, CronSchedule)
+        else _iter_rate(schedule, after, anchor)
     )
     for fire_at in source:
         if schedule.end_at is not None and fire_at > schedule.end_at:
@@ -160,7 +166,9 @@ def next_fire_times(
     return list(islice(iter_fire_times(schedule, after, anchor=anchor), count))
 
 
-def next_fire_time(schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None) -> datetime | None:
+def next_fire_time(
+    schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None
+) -> datetime | None:
     return next(iter_fire_times(schedule, after, anchor=anchor), None)
 
 

@@ -38,7 +38,11 @@ def check_http_target(target: HttpTarget, *, allow_private: bool) -> None:
         return
     host = (urlsplit(target.url).hostname or "").rstrip(".").lower()
     address = parse_ip_literal(host)
-    if host in _LOCAL_NAMES or host.endswith(".localhost") or (address is not None and not is_public_address(address)):
+    if (
+        host in _LOCAL_NAMES
+        or host.endswith(".localhost")
+        or (address is not None and not is_public_address(address))
+    ):
         raise InvalidInput(
             f"target host {host!r} is a private, loopback or link-local address",
             field="target.url",
