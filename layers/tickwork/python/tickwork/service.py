@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ulid import ULID
@@ -32,7 +32,6 @@ from tickwork.domain.patch import merge_patch
 from tickwork.domain.ports import JobStore, Page, RunDispatcher, RunStore, TenantStore
 from tickwork.domain.schedule import AnySchedule, next_fire_time, next_fire_times
 from tickwork.domain.targets import check_http_target
-from tickwork.domain.tenants import Tenant
 from tickwork.errors import InvalidSchedule, InvalidState, VersionConflict
 from tickwork.planning import JobPlanner
 
@@ -57,7 +56,6 @@ class TenantStats:
     queue_depth: int
     window_seconds: int = int(STATS_WINDOW.total_seconds())
     sampled_runs: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
 
 
 class JobService:
@@ -290,6 +288,3 @@ def percentile(sorted_values: list[int], pct: int) -> int | None:
     if len(sorted_values) == 1:
         return sorted_values[0]
     return round(statistics.quantiles(sorted_values, n=100, method="inclusive")[pct - 1])
-
-
-__all__ = ["JobDetails", "JobService", "Tenant", "TenantStats", "first_fire", "percentile"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 
 from pydantic import Field
@@ -55,8 +54,3 @@ def new_token() -> str:
 
 def new_signing_secret() -> str:
     return secrets.token_hex(32)
-
-
-def sign(secret: str, timestamp: str, body: bytes) -> str:
-    """The webhook signature: HMAC-SHA256 over ``timestamp + "." + body``, hex encoded."""
-    return hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
