@@ -430,3 +430,14 @@ def test_the_tenant_job_quota_is_enforced(dynamodb: Any) -> None:
     assert item_counts(dynamodb) == before
     api.request("DELETE", f"/v1/jobs/{first.body['job_id']}", token="tw_small")
     assert api.request("POST", "/v1/jobs", token="tw_small", body=job_body(name="two")).status == 201
+
+
+def test_a_body_that_is_not_json_is_refused(api: ApiGateway, dynamodb: Any) -> None:
+    before = item_counts(dynamodb)
+    response = api.request(
+        "POST", "/v1/jobs", token=ACME, raw_body="name=x", headers={"Content-Type": "text/plain"}
+    )
+    assert response.status == 400
+    assert response.body["error"]["code"] == "unsupported_content_type"
+    assert response.body["error"]["field"] == "Content-Type"
+    assert item_counts(dynamodb) == before

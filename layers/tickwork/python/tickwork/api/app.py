@@ -6,13 +6,17 @@ Each route reads the tenant from the authorizer's context (never from the body),
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
@@ -65,8 +69,21 @@ def _responses(
     return responses
 
 
+def parse_json_object(body: str) -> dict[str, Any]:
+    """Request bodies are JSON objects of standard JSON: an array would otherwise be unwrapped by the
+    validator, and NaN or Infinity would be stored and sent on as invalid JSON."""
+
+    def refuse_constant(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not valid JSON", body, 0)
+
+    parsed = json.loads(body, parse_constant=refuse_constant)
+    if not isinstance(parsed, dict):
+        raise json.JSONDecodeError("the request body must be a JSON object", body, 0)
+    return parsed
+
+
 def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_object)
 
     def tenant() -> str:
         authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
@@ -112,6 +129,15 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
     def _request_invalid(error: RequestValidationError) -> Response[Any]:
         status, body = describe_validation_errors(error.errors())
         return json_response(status, body)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported_content(error: RequestUnsupportedContentType) -> Response[Any]:
+        return json_response(
+            HTTPStatus.BAD_REQUEST,
+            error_body(
+                "unsupported_content_type", "send the request body as application/json", "Content-Type"
+            ),
+        )
 
     @app.exception_handler(ValidationError)
     def _model_invalid(error: ValidationError) -> Response[Any]:

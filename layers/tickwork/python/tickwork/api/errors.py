@@ -27,7 +27,6 @@ _CODE_BY_TYPE = {
     "missing": "missing_field",
     "payload_too_large": "payload_too_large",
     "json_invalid": "invalid_json",
-    "model_attributes_type": "invalid_json",
 }
 _CODE_BY_SECTION = {
     "schedule": "invalid_schedule",
@@ -58,6 +57,9 @@ def body_of(error: errors.TickworkError) -> dict[str, Any]:
 
 def field_path(location: Iterable[Any]) -> str | None:
     parts = [str(part) for part in location]
+    if parts and parts[0] == "header":
+        # Powertools reports headers by their lower-cased alias; name them as the design does.
+        return "-".join(word.capitalize() for word in parts[1].split("-")) if len(parts) > 1 else None
     if parts and parts[0] in _LOCATION_ROOTS:
         parts = parts[1:]
     kept = [
@@ -75,14 +77,29 @@ def describe_validation_errors(raw_errors: Sequence[Any]) -> tuple[HTTPStatus, d
     for raw in raw_errors:
         error_type = str(raw.get("type", ""))
         field = None if error_type == "json_invalid" else field_path(raw.get("loc", ()))
-        code = _CODE_BY_TYPE.get(error_type) or _CODE_BY_SECTION.get(
-            (field or "").split(".")[0], "invalid_field"
+        # A body that is JSON but not an object is a malformed request; a nested value that is not an
+        # object is a bad value of its own section (a schedule given as a string is an invalid schedule).
+        body_not_object = error_type == "model_attributes_type" and field is None
+        code = (
+            "invalid_json"
+            if body_not_object
+            else _CODE_BY_TYPE.get(error_type)
+            or _CODE_BY_SECTION.get((field or "").split(".")[0], "invalid_field")
         )
         message = str(raw.get("msg", "invalid value"))
         if error_type == "extra_forbidden":
             message = f"unknown field {field!r}"
         elif error_type == "json_invalid":
-            message = "the request body is not valid JSON"
+            reason = (raw.get("ctx") or {}).get("error")
+            message = (
+                f"the request body is not valid JSON: {reason}"
+                if reason
+                else "the request body is not valid JSON"
+            )
+        elif body_not_object:
+            message = "the request body must be a JSON object"
+        elif error_type == "missing" and field is None:
+            message = "the request body is required"
         elif field and not message.startswith(field):
             message = f"{field}: {message}"
         details.append({"code": code, "message": message, "field": field})

@@ -137,17 +137,17 @@ class HttpTarget(StrictModel):
             lowered = name.lower()
             if not HEADER_NAME.match(name):
                 raise PydanticCustomError(
-                    "invalid_header", "header name {name!r} is not valid", {"name": name}
+                    "invalid_header", "header name '{name}' is not valid", {"name": name}
                 )
             if lowered.startswith(RESERVED_HEADER_PREFIX) or lowered in RESERVED_HEADERS:
                 raise PydanticCustomError(
                     "reserved_header",
-                    "header {name!r} is set by tickwork and cannot be overridden",
+                    "header '{name}' is set by tickwork and cannot be overridden",
                     {"name": name},
                 )
             if "\r" in value or "\n" in value:
                 raise PydanticCustomError(
-                    "invalid_header", "header {name!r} has a line break", {"name": name}
+                    "invalid_header", "header '{name}' has a line break", {"name": name}
                 )
         return headers
 

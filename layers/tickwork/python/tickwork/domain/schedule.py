@@ -91,7 +91,9 @@ def check_cron_expression(expression: str) -> str:
 
 @lru_cache(maxsize=1)
 def _known_zones() -> frozenset[str]:
-    return frozenset(available_timezones())
+    # Debian-like hosts list /usr/share/zoneinfo/localtime (a link to /etc/localtime): the host's zone, not an
+    # IANA name, so a schedule in it would follow whatever machine runs it.
+    return frozenset(available_timezones()) - {"localtime"}
 
 
 @lru_cache(maxsize=1024)

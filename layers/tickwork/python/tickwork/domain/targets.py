@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from tickwork.domain.models import HttpTarget
@@ -18,11 +19,13 @@ def parse_ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address
         return ipaddress.ip_address(host)
     except ValueError:
         pass
-    try:
-        number = int(host, 0)
-    except ValueError:
+    if not host or not all(part.isalnum() for part in host.split(".")):
         return None
-    return ipaddress.IPv4Address(number) if 0 <= number < 2**32 else None
+    try:
+        # The C resolver's reading: accepts 127.1, 0177.0.0.1, 0x7f.1 and 2130706433 as clients do.
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
