@@ -14,6 +14,7 @@ MISSED_RECORD_LIMIT = 100
 # At most this many on-time fires are planned for one job in one pass; the rest wait for the next pass.
 MAX_FIRES_PER_PASS = 1000
 _FIRST_LOOKBACK = timedelta(minutes=5)
+_ONE_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -94,18 +95,25 @@ def _latest_late_fires(
 ) -> tuple[list[datetime], bool]:
     """The latest ``wanted`` fires in ``[cursor, late_before)``, oldest first, and whether older ones exist.
 
-    Looks back from ``late_before`` in doubling windows, so a job paused for a year costs a few dozen steps,
-    not a walk over every fire it missed.
+    Finds the last late fire by bisection, then looks back from it in doubling windows, so a job paused for a
+    year costs a few dozen steps, not a walk over every fire it missed.
     """
     if cursor >= late_before:
         return [], False
+    last = _last_fire_before(fires_from, cursor, late_before)
+    if last is None:
+        return [], False
+    # Look back from the last late fire, not from `late_before`: after a long quiet stretch (an `end_at`
+    # passed while paused, a cron that fires only in bursts) a window doubled from `late_before` would reach
+    # as far before that fire as the quiet stretch is long, and walk every fire in it.
+    end = last + _ONE_MICROSECOND
     lookback = _FIRST_LOOKBACK
     while True:
-        start = max(cursor, late_before - lookback)
+        start = max(cursor, end - lookback)
         window: list[datetime] = []
         trimmed = False
         for fire_at in fires_from(start):
-            if fire_at >= late_before:
+            if fire_at >= end:
                 break
             window.append(fire_at)
             if len(window) > 4 * wanted:
@@ -115,3 +123,21 @@ def _latest_late_fires(
             older_before_window = start > cursor and next(fires_from(cursor)) < start
             return window[-wanted:], older_in_window or older_before_window
         lookback *= 2
+
+
+def _last_fire_before(
+    fires_from: Callable[[datetime], Iterator[datetime]], cursor: datetime, end: datetime
+) -> datetime | None:
+    """The latest fire in ``[cursor, end)``, or None, by bisection: a few dozen steps for any span."""
+    low = next(fires_from(cursor), None)
+    if low is None or low >= end:
+        return None
+    high = end  # invariant: `low` is a fire, and no fire lies in [high, end)
+    while high - low > _ONE_MICROSECOND:
+        middle = low + (high - low) / 2
+        fire_at = next(fires_from(middle), None)
+        if fire_at is not None and fire_at < high:
+            low = fire_at
+        else:
+            high = middle
+    return low

@@ -46,7 +46,7 @@ JobName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 class StrictModel(BaseModel):
     """Unknown fields are refused everywhere, so a typo never silently becomes a default."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --- schedules --------------------------------------------------------------------------------------------
@@ -218,12 +218,18 @@ Tags = dict[
 
 
 def payload_size(payload: Any) -> int:
-    """Bytes of the payload as tickwork stores and sends it: compact UTF-8 JSON."""
-    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    """Bytes of the payload as tickwork stores and sends it: compact UTF-8 JSON. NaN and Infinity are not
+    JSON and raise ValueError."""
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
 
 
 def _check_payload_size(payload: JsonValue) -> JsonValue:
-    size = payload_size(payload)
+    try:
+        size = payload_size(payload)
+    except ValueError as error:
+        raise PydanticCustomError(
+            "invalid_payload", "payload holds NaN or Infinity, which JSON does not have"
+        ) from error
     if size > MAX_PAYLOAD_BYTES:
         raise PydanticCustomError(
             "payload_too_large",

@@ -71,7 +71,7 @@ def decide_retry(
         return RetryDecision(retry=False, stop_reason=StopReason.SUCCEEDED)
     if outcome is OutcomeClass.PERMANENT:
         return RetryDecision(retry=False, stop_reason=StopReason.PERMANENT_ERROR)
-    if attempt > policy.max_attempts:
+    if attempt >= policy.max_attempts:
         return RetryDecision(retry=False, stop_reason=StopReason.MAX_ATTEMPTS)
     delay = timedelta(seconds=backoff_delay(policy, attempt, rng))
     if now + delay - scheduled_for > timedelta(seconds=policy.max_age_seconds):
