@@ -25,6 +25,8 @@ class Settings(BaseModel):
     planner_horizon_seconds: int = Field(300, ge=1, le=900)
     run_retention_days: int = Field(90, ge=1, le=3650)
     idempotency_ttl_seconds: int = Field(86_400, ge=60)
+    planner_max_jobs_per_tick: int = Field(5000, ge=1)
+    lease_margin_seconds: int = Field(30, ge=1, le=900)
     allow_private_targets: bool = False
     default_max_jobs: int = Field(10_000, ge=1)
     default_max_in_flight: int = Field(100, ge=1)

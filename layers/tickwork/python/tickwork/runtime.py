@@ -7,24 +7,44 @@ moto sessions with ``runtime.cache_clear()``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from datetime import timedelta
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from botocore.config import Config
 
+from tickwork import tables
 from tickwork.adapters.jobs import DynamoJobStore
-from tickwork.adapters.runs import DynamoRunStore
+from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunDispatcher
+from tickwork.adapters.runs import DynamoRunLeases, DynamoRunStore
 from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.config import Settings
+from tickwork.domain.models import Job, Run
 from tickwork.domain.ports import KeepPlanned, RunDispatcher
+from tickwork.domain.retry import OutcomeClass
+from tickwork.domain.tenants import Tenant
+from tickwork.execution import MetricSink, RunExecutor
+from tickwork.observability import PowertoolsMetricSink
 from tickwork.service import JobService
+from tickwork.sweeping import Sweeper
+from tickwork.targets import Delivery, LazyClients, TargetResult, invoke
+from tickwork.ticking import PlannerTick
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sqs import SQSClient
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
 
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=2, read_timeout=5)
 
@@ -33,7 +53,112 @@ _CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect
 class Runtime:
     settings: Settings
     dynamodb: DynamoDBClient
-    dispatcher: RunDispatcher
+    sqs: SQSClient
+    dispatcher_override: RunDispatcher | None = None
+    metrics: MetricSink = field(default_factory=PowertoolsMetricSink)
+    worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
+
+    @cached_property
+    def leases(self) -> DynamoRunLeases:
+        return DynamoRunLeases(self.runs, tenants_table=self.settings.tenants_table)
+
+    @cached_property
+    def queue(self) -> SqsRunDispatcher:
+        if not self.settings.run_queue_url:
+            raise RuntimeError(f"{tables.RUN_QUEUE.env_var} is not set")
+        return SqsRunDispatcher(self.sqs, queue_url=self.settings.run_queue_url, leases=self.leases)
+
+    @cached_property
+    def dispatcher(self) -> RunDispatcher:
+        """The run queue when one is configured; without one, runs stay PLANNED."""
+        if self.dispatcher_override is not None:
+            return self.dispatcher_override
+        return self.queue if self.settings.run_queue_url else KeepPlanned()
+
+    @cached_property
+    def dead_runs(self) -> SqsDeadRunQueue:
+        if not self.settings.dead_run_queue_url:
+            raise RuntimeError(f"{tables.DEAD_RUN_QUEUE.env_var} is not set")
+        return SqsDeadRunQueue(self.sqs, queue_url=self.settings.dead_run_queue_url)
+
+    @cached_property
+    def target_clients(self) -> LazyClients:
+        return LazyClients()
+
+    def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
+        """Call the run's target once for this attempt. Powertools idempotency, keyed on the run id and the
+        attempt, makes a second processing of the same attempt return the first result."""
+        delivery = Delivery(
+            job_id=job.job_id,
+            run_id=run.run_id,
+            scheduled_for=run.scheduled_for,
+            attempt=run.attempt,
+            fencing_token=run.fencing_token,
+            payload=job.payload,
+            tenant_secret=tenant.signing_secret,
+        )
+
+        def call(attempt: dict[str, Any]) -> dict[str, Any]:
+            result = invoke(
+                job.target,
+                delivery,
+                clients=self.target_clients,
+                allow_private=self.settings.allow_private_targets,
+                now_epoch=int(time.time()),
+            )
+            return {**asdict(result), "outcome": result.outcome.value}
+
+        wrapped = idempotent_function(
+            data_keyword_argument="attempt",
+            persistence_store=self.idempotency_store,
+            config=IdempotencyConfig(
+                event_key_jmespath="[tenant_id, run_id, attempt]",
+                raise_on_no_idempotency_key=True,
+                expires_after_seconds=self.settings.idempotency_ttl_seconds,
+            ),
+            key_prefix="tickwork.execute_attempt",
+        )(call)
+        raw = wrapped(attempt={"tenant_id": run.tenant_id, "run_id": run.run_id, "attempt": run.attempt})
+        return TargetResult(**{**raw, "outcome": OutcomeClass(raw["outcome"])})
+
+    def executor(
+        self, *, clock: Callable[[], datetime] = _utcnow, sleep: Callable[[float], None] = time.sleep
+    ) -> RunExecutor:
+        return RunExecutor(
+            runs=self.runs,
+            leases=self.leases,
+            jobs=self.jobs,
+            tenants=self.tenants,
+            queue=self.queue,
+            dead_runs=self.dead_runs,
+            execute=self.execute,
+            metrics=self.metrics,
+            clock=clock,
+            sleep=sleep,
+            worker_id=self.worker_id,
+            lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
+        )
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(
+            runs=self.runs,
+            leases=self.leases,
+            jobs=self.jobs,
+            queue=self.queue,
+            metrics=self.metrics,
+            shards=self.settings.attention_shards,
+        )
+
+    @cached_property
+    def planner_tick(self) -> PlannerTick:
+        return PlannerTick(
+            jobs=self.jobs,
+            planner=self.service.planner,
+            sweeper=self.sweeper,
+            metrics=self.metrics,
+            max_jobs_per_tick=self.settings.planner_max_jobs_per_tick,
+        )
 
     @cached_property
     def jobs(self) -> DynamoJobStore:

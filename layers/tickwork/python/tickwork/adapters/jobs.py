@@ -204,6 +204,30 @@ class DynamoJobStore:
         items, last_key = collect_page(self.client, query, limit, start, (tables.JOBS_PK, tables.JOBS_SK))
         return Page([job_from_item(item) for item in items], encode_cursor(last_key) if last_key else None)
 
+    def due_job_ids(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str, int]]:
+        """(tenant_id, job_id, next_fire_at ms) of the shard's jobs due by ``until``, earliest first."""
+        found: list[tuple[str, str, int]] = []
+        query = {
+            "TableName": self.table,
+            "IndexName": tables.DUE_INDEX,
+            "KeyConditionExpression": "#shard = :shard AND #due <= :until",
+            "ExpressionAttributeNames": {"#shard": tables.DUE_SHARD, "#due": tables.DUE_AT},
+            "ExpressionAttributeValues": to_item({":shard": shard, ":until": to_epoch_ms(until)}),
+        }
+        for page in self.client.get_paginator("query").paginate(
+            **query, PaginationConfig={"MaxItems": limit}
+        ):
+            for item in page["Items"]:
+                values = from_item(item)
+                found.append(
+                    (
+                        values[tables.JOBS_PK],
+                        values[tables.JOBS_SK].removeprefix(tables.JOB_SK_PREFIX),
+                        values[tables.DUE_AT],
+                    )
+                )
+        return found
+
     def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]:
         counts: dict[JobStatus, int] = {}
         for item in self._query_all(

@@ -8,11 +8,21 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from tickwork import tables
-from tickwork.adapters.dynamo import decode_cursor, encode_cursor, from_item, is_conditional_failure, to_item
+from tickwork.adapters.dynamo import (
+    cancellation_codes,
+    decode_cursor,
+    encode_cursor,
+    from_item,
+    is_conditional_failure,
+    to_item,
+)
+from tickwork.adapters.expressions import Update
 from tickwork.adapters.jobs import collect_page
 from tickwork.domain.models import (
     NOT_STARTED_RUN_STATUSES,
     RETRYABLE_BY_HAND,
+    TERMINAL_RUN_STATUSES,
+    Attempt,
     Run,
     RunStatus,
 )
@@ -23,8 +33,8 @@ from tickwork.errors import InvalidInput, InvalidState, NotFound
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-# A planned run the worker has not picked up this long after its fire time needs the sweeper.
-PLANNED_GRACE = timedelta(seconds=60)
+# A PLANNED run whose message was not sent this long after it was stored needs the sweeper.
+PLANNED_GRACE = timedelta(seconds=30)
 _RUN_FIELDS = frozenset(Run.model_fields)
 
 
@@ -47,7 +57,7 @@ class DynamoRunStore:
             }
         )
         if run.status is RunStatus.PLANNED:
-            values.update(self._attention(run.run_id, run.scheduled_for + PLANNED_GRACE))
+            values.update(self._attention(run.run_id, run.created_at + PLANNED_GRACE))
         return to_item(values)
 
     def _attention(self, run_id: str, when: datetime) -> dict[str, int]:
@@ -241,3 +251,254 @@ class DynamoRunStore:
 def run_from_item(item: dict[str, Any]) -> Run:
     values = from_item(item)
     return Run.model_validate({key: value for key, value in values.items() if key in _RUN_FIELDS})
+
+
+class LeaseConflict(Exception):
+    """Another worker changed the run first (a duplicate delivery, a newer attempt, a finished run)."""
+
+
+class TenantBusy(Exception):
+    """The tenant already has ``max_in_flight`` attempts running."""
+
+
+class DynamoRunLeases:
+    """The conditional writes of a run's execution: lease, heartbeat, finish, requeue.
+
+    Every write after the lease is conditional on the fencing token the lease handed out, so a worker that
+    lost its lease can never overwrite a newer attempt. The tenant's in-flight counter moves in the same
+    transaction as the lease and the finish, so it cannot drift when a worker dies between the two.
+    """
+
+    def __init__(self, store: DynamoRunStore, *, tenants_table: str):
+        self.store = store
+        self.client = store.client
+        self.tenants_table = tenants_table
+
+    def _attention(self, update: Update, run_id: str, when: datetime) -> None:
+        update.set_many(self.store._attention(run_id, when))
+
+    def _run_update(self, run: Run, update: Update) -> dict[str, Any]:
+        return {
+            "TableName": self.store.table,
+            "Key": self.store._key(run.tenant_id, run.run_id),
+            **update.expression(),
+        }
+
+    def _tenant_slot(self, tenant_id: str, delta: int, max_in_flight: int | None = None) -> dict[str, Any]:
+        update = Update().add("in_flight", delta)
+        if max_in_flight is not None:
+            in_flight = update.name("in_flight")
+            update.where(f"attribute_not_exists({in_flight}) OR {in_flight} < {update.value(max_in_flight)}")
+        return {
+            "TableName": self.tenants_table,
+            "Key": to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            **update.expression(),
+        }
+
+    def mark_enqueued(self, run: Run, now: datetime, start_grace: timedelta) -> bool:
+        """PLANNED/RETRY_WAIT/ENQUEUED -> ENQUEUED once its message is in the queue."""
+        update = Update().set(status=RunStatus.ENQUEUED.value, enqueued_at=to_rfc3339(now))
+        self._attention(update, run.run_id, max(run.due_at, now) + start_grace)
+        update.where_status_in(
+            [RunStatus.PLANNED.value, RunStatus.ENQUEUED.value, RunStatus.RETRY_WAIT.value]
+        )
+        return self._try(self._run_update(run, update))
+
+    def close_unstarted(self, run: Run, status: RunStatus, reason: str, now: datetime) -> bool:
+        """A run that never started ends here (CANCELLED, MISSED or SKIPPED), with the reason."""
+        update = Update().set(status=status.value, reason=reason, finished_at=to_rfc3339(now))
+        update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
+        update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
+        return self._try(self._run_update(run, update))
+
+    def take(self, run: Run, *, owner: str, now: datetime, lease_for: timedelta, max_in_flight: int) -> Run:
+        """One conditional write: the run as read (status and fencing token) -> RUNNING with attempt + 1 and
+        fencing token + 1. A RUNNING run may be taken only once its lease has expired; it keeps its tenant
+        slot. Raises LeaseConflict or TenantBusy."""
+        attempt = run.attempt + 1
+        expires = now + lease_for
+        record = Attempt(attempt=attempt, started_at=now, worker_id=owner)
+        update = Update().set(
+            status=RunStatus.RUNNING.value,
+            lease_owner=owner,
+            lease_expires_at=to_rfc3339(expires),
+            attempt=attempt,
+            fencing_token=run.fencing_token + 1,
+        )
+        update.set_if_absent(
+            started_at=to_rfc3339(now), lag_ms=max(0, to_epoch_ms(now) - to_epoch_ms(run.scheduled_for))
+        )
+        update.append("attempts", [record.model_dump(mode="json", exclude_none=True)])
+        update.remove("retry_at")
+        self._attention(update, run.run_id, expires)
+        status, token = update.name("status"), update.name("fencing_token")
+        update.where(f"{status} = {update.value(run.status.value)}")
+        update.where(f"{token} = {update.value(run.fencing_token)}")
+        items: list[Any] = [{"Update": self._run_update(run, update)}]
+        if run.status is RunStatus.RUNNING:
+            attention = update.name(tables.ATTENTION_AT)
+            update.where(f"{attention} < {update.value(to_epoch_ms(now))}")
+            items = [{"Update": self._run_update(run, update)}]
+        else:
+            items.append({"Update": self._tenant_slot(run.tenant_id, 1, max_in_flight)})
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as error:
+            codes = cancellation_codes(error)
+            if (
+                len(codes) > 1
+                and codes[1] == "ConditionalCheckFailed"
+                and codes[0] != "ConditionalCheckFailed"
+            ):
+                raise TenantBusy(run.tenant_id) from error
+            if codes and codes[0] == "ConditionalCheckFailed":
+                raise LeaseConflict(run.run_id) from error
+            raise
+        return run.model_copy(
+            update={
+                "status": RunStatus.RUNNING,
+                "attempt": attempt,
+                "fencing_token": run.fencing_token + 1,
+                "lease_owner": owner,
+                "lease_expires_at": expires,
+                "started_at": run.started_at or now,
+                "lag_ms": run.lag_ms
+                if run.lag_ms is not None
+                else max(0, to_epoch_ms(now) - to_epoch_ms(run.scheduled_for)),
+                "attempts": [*run.attempts, record],
+                "retry_at": None,
+            }
+        )
+
+    def extend(self, run: Run, until: datetime) -> bool:
+        """Heartbeat: push the lease out, only while this attempt still holds it."""
+        update = Update().set(lease_expires_at=to_rfc3339(until))
+        self._attention(update, run.run_id, until)
+        self._hold(update, run)
+        return self._try(self._run_update(run, update))
+
+    def finish(
+        self,
+        run: Run,
+        *,
+        status: RunStatus,
+        attempt: Attempt,
+        now: datetime,
+        retry_at: datetime | None = None,
+        attention_at: datetime | None = None,
+        reason: str | None = None,
+    ) -> bool:
+        """Record the attempt's outcome and the run's next status, conditional on the fencing token, and
+        give the tenant's slot back. False when the lease was lost meanwhile."""
+        update = Update().set(status=status.value)
+        _replace_attempt(update, attempt)
+        update.remove("lease_owner", "lease_expires_at")
+        if retry_at is not None:
+            update.set(retry_at=to_rfc3339(retry_at))
+        if reason is not None:
+            update.set(reason=reason)
+        if status in TERMINAL_RUN_STATUSES:
+            update.set(finished_at=to_rfc3339(now))
+            update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
+        elif attention_at is not None:
+            self._attention(update, run.run_id, attention_at)
+        self._hold(update, run)
+        items = [{"Update": self._run_update(run, update)}, {"Update": self._tenant_slot(run.tenant_id, -1)}]
+        return self._try_transaction(items)
+
+    def requeue_expired(self, run: Run, *, now: datetime, abandon: bool, start_grace: timedelta) -> bool:
+        """The sweeper's repair of a lease that expired: back to ENQUEUED for another attempt, or ABANDONED
+        for at-most-once jobs. Conditional on the dead attempt's fencing token; frees its tenant slot."""
+        last = run.attempts[-1] if run.attempts else None
+        update = Update().remove("lease_owner", "lease_expires_at")
+        if abandon:
+            update.set(status=RunStatus.ABANDONED.value, finished_at=to_rfc3339(now), reason="lease_expired")
+            update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
+        else:
+            update.set(status=RunStatus.ENQUEUED.value, enqueued_at=to_rfc3339(now))
+            self._attention(update, run.run_id, now + start_grace)
+        if last is not None and last.finished_at is None:
+            closed = last.model_copy(
+                update={"finished_at": now, "outcome": "abandoned", "error_code": "lease_expired"}
+            )
+            _replace_attempt(update, closed)
+        self._hold(update, run)
+        attention = update.name(tables.ATTENTION_AT)
+        update.where(f"{attention} < {update.value(to_epoch_ms(now))}")
+        items = [{"Update": self._run_update(run, update)}, {"Update": self._tenant_slot(run.tenant_id, -1)}]
+        return self._try_transaction(items)
+
+    def _hold(self, update: Update, run: Run) -> None:
+        status, token = update.name("status"), update.name("fencing_token")
+        update.where(f"{status} = {update.value(RunStatus.RUNNING.value)}")
+        update.where(f"{token} = {update.value(run.fencing_token)}")
+
+    def _try(self, request: dict[str, Any]) -> bool:
+        try:
+            self.client.update_item(**request)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
+    def _try_transaction(self, items: list[Any]) -> bool:
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as error:
+            if cancellation_codes(error)[:1] == ["ConditionalCheckFailed"]:
+                return False
+            raise
+        return True
+
+
+def _replace_attempt(update: Update, attempt: Attempt) -> None:
+    """Attempt n sits at index n - 1: every lease appends exactly one record."""
+    record = update.value(attempt.model_dump(mode="json", exclude_none=True))
+    update.set_raw(f"{update.name('attempts')}[{attempt.attempt - 1}] = {record}")
+
+
+def running_runs_of_job(store: DynamoRunStore, tenant_id: str, job_id: str, *, now: datetime) -> list[str]:
+    """Ids of the job's runs that hold a live lease now (for the overlap policy)."""
+    update = Update()
+    job, at, status, attention = (
+        update.name(tables.RUNS_JOB_KEY),
+        update.name(tables.RUNS_SCHEDULED_AT),
+        update.name("status"),
+        update.name(tables.ATTENTION_AT),
+    )
+    request = {
+        "TableName": store.table,
+        "IndexName": tables.RUNS_BY_JOB_INDEX,
+        "KeyConditionExpression": f"{job} = {update.value(tables.run_job_key(tenant_id, job_id))} AND "
+        f"{at} >= {update.value(to_epoch_ms(now - RUNNING_LOOKBACK))}",
+        "FilterExpression": f"{status} = {update.value(RunStatus.RUNNING.value)} AND "
+        f"{attention} > {update.value(to_epoch_ms(now))}",
+        "ProjectionExpression": "run_id",
+    }
+    expression = update.expression()
+    request["ExpressionAttributeNames"] = expression["ExpressionAttributeNames"]
+    request["ExpressionAttributeValues"] = expression["ExpressionAttributeValues"]
+    running: list[str] = []
+    for page in store.client.get_paginator("query").paginate(**request):
+        running.extend(item["run_id"]["S"] for item in page["Items"])
+    return running
+
+
+def due_for_attention(
+    store: DynamoRunStore, shard: int, *, now: datetime, limit: int
+) -> list[tuple[str, str]]:
+    """(tenant_id, run_id) of open runs whose attention time has passed, oldest first."""
+    response = store.client.query(
+        TableName=store.table,
+        IndexName=tables.OPEN_RUNS_INDEX,
+        KeyConditionExpression="#shard = :shard AND #at <= :now",
+        ExpressionAttributeNames={"#shard": tables.ATTENTION_SHARD, "#at": tables.ATTENTION_AT},
+        ExpressionAttributeValues=to_item({":shard": shard, ":now": to_epoch_ms(now)}),
+        Limit=limit,
+    )
+    return [(item["tenant_id"]["S"], item["run_id"]["S"]) for item in response["Items"]]
+
+
+# A run started more than this long before now is not looked at by the overlap check.
+RUNNING_LOOKBACK = timedelta(days=2)

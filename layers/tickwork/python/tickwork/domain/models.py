@@ -373,6 +373,24 @@ class Run(StrictModel):
     reason: str | None = None
     """Why a run ended without running: the misfire, overlap or cancel decision."""
     attempts: list[Attempt] = Field(default_factory=list)
+    fencing_token: int = 0
+    """Bumped by every lease; every write after a lease is conditional on it."""
+    lease_owner: str | None = None
+    lease_expires_at: Instant | None = None
+    retry_at: Instant | None = None
+    manual_retries: int = 0
+
+    @property
+    def due_at(self) -> datetime:
+        """When the next attempt may start: the retry time after a failure, else the scheduled time."""
+        return self.retry_at if self.status is RunStatus.RETRY_WAIT and self.retry_at else self.scheduled_for
+
+
+class RunMessage(StrictModel):
+    """The body of a run-queue message: just enough to find the run; everything else is in the table."""
+
+    tenant_id: str = Field(min_length=1, max_length=64)
+    run_id: str = Field(min_length=1, max_length=256)
 
 
 class RunSummary(StrictModel):

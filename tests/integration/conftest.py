@@ -1,0 +1,112 @@
+"""Fixtures for the execution-engine tests: moto tables and queues, a fake clock, a loopback receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from tickwork import tables
+from tickwork.config import Settings
+from tickwork.domain.models import JobSpec, Run, RunMessage
+from tickwork.execution import RunExecutor
+from tickwork.runtime import Runtime, build_runtime
+from tickwork.service import JobDetails
+
+from tests.conftest import seed_tenant
+from tests.support.engine import FakeClock, Receiver, RecordingMetrics, deliver, receive, start_receiver
+
+START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+
+@dataclass
+class Engine:
+    runtime: Runtime
+    clock: FakeClock
+    metrics: RecordingMetrics
+    receiver: Receiver
+    sqs: Any
+    dynamodb: Any
+
+    @property
+    def queue_url(self) -> str:
+        return self.runtime.queue.queue_url
+
+    def create(self, tenant: str = "acme", **spec: Any) -> JobDetails:
+        body = {"name": f"job-{len(self.receiver.requests)}-{self.clock().timestamp()}", **spec}
+        return self.runtime.service.create_job(tenant, JobSpec.model_validate(body), self.clock())
+
+    def http(self, path: str) -> dict[str, Any]:
+        return {"type": "http", "url": self.receiver.url(path), "timeout_seconds": 5}
+
+    def executor(self, worker_id: str | None = None) -> RunExecutor:
+        executor = self.runtime.executor(clock=self.clock, sleep=self.clock.sleep)
+        if worker_id is not None:
+            executor.worker_id = worker_id
+        return executor
+
+    def tick(self, shards: list[int] | None = None) -> Any:
+        return self.runtime.planner_tick.tick(
+            self.clock(), shards or list(range(self.runtime.settings.due_shards))
+        )
+
+    def drain(self, rounds: int = 20, executor: RunExecutor | None = None) -> int:
+        """Deliver every receivable message to the worker until the queue is quiet; returns how many."""
+        from functions.worker.handler import handle_record
+
+        executor = executor or self.executor()
+        delivered = 0
+        for _ in range(rounds):
+            messages = receive(self.sqs, self.queue_url)
+            if not messages:
+                break
+            delivered += len(messages)
+            deliver(
+                self.sqs,
+                self.queue_url,
+                messages,
+                lambda record: handle_record(record, self.runtime, executor),
+            )
+        return delivered
+
+    def run(self, tenant: str, run_id: str) -> Run:
+        return self.runtime.runs.get(tenant, run_id)
+
+    def runs_of(self, tenant: str, job_id: str) -> list[Run]:
+        return self.runtime.runs.list_for_job(tenant, job_id, limit=100, cursor=None).items
+
+    def message_for(self, run: Run) -> RunMessage:
+        return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id)
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        url = self.sqs.get_queue_url(QueueName=tables.DEAD_RUN_QUEUE.default_name)["QueueUrl"]
+        return [__import__("json").loads(m["Body"]) for m in receive(self.sqs, url)]
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    yield from start_receiver()
+
+
+@pytest.fixture
+def engine(dynamodb: Any, receiver: Receiver) -> Engine:
+    sqs = boto3.client("sqs", region_name="eu-west-1")
+    urls = {
+        queue.logical_name: sqs.create_queue(QueueName=queue.default_name)["QueueUrl"]
+        for queue in tables.ALL_QUEUES
+    }
+    settings = Settings(
+        run_queue_url=urls[tables.RUN_QUEUE.logical_name],
+        dead_run_queue_url=urls[tables.DEAD_RUN_QUEUE.logical_name],
+        allow_private_targets=True,
+        due_shards=2,
+        attention_shards=2,
+    )
+    metrics = RecordingMetrics()
+    current = build_runtime(settings, dynamodb=dynamodb, sqs=sqs, metrics=metrics)
+    for tenant_id, token in (("acme", "tw_acme"), ("globex", "tw_globex")):
+        seed_tenant(dynamodb, tenant_id, token)
+    return Engine(current, FakeClock(START), metrics, receiver, sqs, dynamodb)
