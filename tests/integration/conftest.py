@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +18,15 @@ from tickwork.runtime import Runtime, build_runtime
 from tickwork.service import JobDetails
 
 from tests.conftest import seed_tenant
-from tests.support.engine import FakeClock, Receiver, RecordingMetrics, deliver, receive, start_receiver
+from tests.support.engine import (
+    FakeClock,
+    Receiver,
+    RecordingMetrics,
+    deliver,
+    make_requests_atomic,
+    receive,
+    start_receiver,
+)
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
@@ -36,7 +45,7 @@ class Engine:
         return self.runtime.queue.queue_url
 
     def create(self, tenant: str = "acme", **spec: Any) -> JobDetails:
-        body = {"name": f"job-{len(self.receiver.requests)}-{self.clock().timestamp()}", **spec}
+        body = {"name": f"job-{uuid.uuid4().hex[:12]}", **spec}
         return self.runtime.service.create_job(tenant, JobSpec.model_validate(body), self.clock())
 
     def http(self, path: str) -> dict[str, Any]:
@@ -104,7 +113,10 @@ def engine(dynamodb: Any, receiver: Receiver) -> Engine:
         allow_private_targets=True,
         due_shards=2,
         attention_shards=2,
+        # moto holds delayed messages in real time: plan at most a second ahead, so the fake clock drives.
+        planner_horizon_seconds=1,
     )
+    make_requests_atomic(dynamodb)
     metrics = RecordingMetrics()
     current = build_runtime(settings, dynamodb=dynamodb, sqs=sqs, metrics=metrics)
     for tenant_id, token in (("acme", "tw_acme"), ("globex", "tw_globex")):

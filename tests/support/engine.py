@@ -92,7 +92,9 @@ def deliver(
     that succeeded; failed ones come back after their visibility timeout."""
     processor = BatchProcessor(event_type=EventType.SQS)
     event = sqs_event(messages, "arn:aws:sqs:eu-west-1:123456789012:tickwork-runs")
-    response = process_partial_response(event=event, record_handler=record_handler, processor=processor)
+    response: dict[str, Any] = dict(
+        process_partial_response(event=event, record_handler=record_handler, processor=processor)
+    )
     failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
     for message in messages:
         if message["MessageId"] not in failed:
@@ -162,3 +164,19 @@ def start_receiver() -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def make_requests_atomic(client: Any) -> None:
+    """DynamoDB applies each request atomically (a conditional write or a transaction sees no other write
+    half-done); moto in process does not lock. Serialising the client's calls restores that guarantee."""
+    lock = threading.RLock()
+
+    def acquire(**_: Any) -> None:
+        lock.acquire()
+
+    def release(**_: Any) -> None:
+        lock.release()
+
+    client.meta.events.register("before-call.dynamodb", acquire)
+    client.meta.events.register("after-call.dynamodb", release)
+    client.meta.events.register("after-call-error.dynamodb", release)

@@ -75,3 +75,9 @@ class IdempotencyKeyReused(TickworkError):
 
 class QuotaExceeded(TickworkError):
     code = "quota_exceeded"
+
+
+class DuplicateAttempt(TickworkError):
+    """The same attempt of a run is already being executed elsewhere."""
+
+    code = "duplicate_attempt"

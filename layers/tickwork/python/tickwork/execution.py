@@ -42,7 +42,7 @@ from tickwork.domain.models import (
 from tickwork.domain.retry import OutcomeClass, decide_retry
 from tickwork.domain.tenants import Tenant
 from tickwork.domain.timeutil import to_epoch_ms
-from tickwork.errors import NotFound
+from tickwork.errors import DuplicateAttempt, NotFound
 from tickwork.observability import logger
 from tickwork.targets import TargetResult
 
@@ -187,7 +187,11 @@ class RunExecutor:
         if leased.attempt == 1 and leased.lag_ms is not None:
             self.metrics.milliseconds("TriggerLagMs", leased.lag_ms)
 
-        result = self._call_with_heartbeat(job, leased, tenant, lease_for)
+        try:
+            result = self._call_with_heartbeat(job, leased, tenant, lease_for)
+        except DuplicateAttempt:
+            self.metrics.count("DuplicateDeliveriesAbsorbed")
+            return Outcome.finished("the same attempt is running elsewhere")
         self._record(job, leased, result)
         return Outcome.finished(f"attempt {leased.attempt}: {result.outcome.value}")
 

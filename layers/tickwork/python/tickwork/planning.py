@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from tickwork.domain.misfire import plan_fires
 from tickwork.domain.models import Job, JobStatus, Run, RunStatus, scheduled_run_id
 from tickwork.domain.ports import JobStore, RunDispatcher, RunStore
+from tickwork.observability import logger
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,11 @@ class JobPlanner:
         for run in missed:
             self.runs.put_if_absent(run)
         fresh = [run for run in planned if self.runs.put_if_absent(run) is None]
-        self.dispatcher.dispatch(fresh, now)
+        try:
+            self.dispatcher.dispatch(fresh, now)
+        except Exception:
+            # The runs are stored PLANNED, so the sweeper sends them; the cursor must still move on.
+            logger.exception("sending planned runs failed", extra={"job_id": job.job_id})
         advanced = self.jobs.advance_cursor(
             job, decision.next_fire_at, completed=decision.next_fire_at is None
         )

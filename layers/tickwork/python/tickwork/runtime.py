@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from botocore.config import Config
 
 from tickwork import tables
@@ -29,6 +30,7 @@ from tickwork.domain.models import Job, Run
 from tickwork.domain.ports import KeepPlanned, RunDispatcher
 from tickwork.domain.retry import OutcomeClass
 from tickwork.domain.tenants import Tenant
+from tickwork.errors import DuplicateAttempt
 from tickwork.execution import MetricSink, RunExecutor
 from tickwork.observability import PowertoolsMetricSink
 from tickwork.service import JobService
@@ -46,6 +48,16 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """Stands in for a Lambda context where there is none: the time an attempt may take."""
+
+    milliseconds: int
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.milliseconds
+
+
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=2, read_timeout=5)
 
 
@@ -57,6 +69,8 @@ class Runtime:
     dispatcher_override: RunDispatcher | None = None
     metrics: MetricSink = field(default_factory=PowertoolsMetricSink)
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
+    lambda_context: Any = None
+    """The current invocation's context, set by the worker handler; None in local mode and tests."""
 
     @cached_property
     def leases(self) -> DynamoRunLeases:
@@ -108,17 +122,26 @@ class Runtime:
             )
             return {**asdict(result), "outcome": result.outcome.value}
 
+        config = IdempotencyConfig(
+            event_key_jmespath="[tenant_id, run_id, attempt]",
+            raise_on_no_idempotency_key=True,
+            expires_after_seconds=self.settings.idempotency_ttl_seconds,
+        )
+        # The in-progress record must not outlive the attempt's lease: without a Lambda context, say so.
+        lease_ms = (getattr(job.target, "timeout_seconds", 30) + self.settings.lease_margin_seconds) * 1000
+        config.register_lambda_context(self.lambda_context or _Budget(lease_ms))  # type: ignore[arg-type]
         wrapped = idempotent_function(
             data_keyword_argument="attempt",
             persistence_store=self.idempotency_store,
-            config=IdempotencyConfig(
-                event_key_jmespath="[tenant_id, run_id, attempt]",
-                raise_on_no_idempotency_key=True,
-                expires_after_seconds=self.settings.idempotency_ttl_seconds,
-            ),
+            config=config,
             key_prefix="tickwork.execute_attempt",
         )(call)
-        raw = wrapped(attempt={"tenant_id": run.tenant_id, "run_id": run.run_id, "attempt": run.attempt})
+        try:
+            raw = wrapped(attempt={"tenant_id": run.tenant_id, "run_id": run.run_id, "attempt": run.attempt})
+        except IdempotencyAlreadyInProgressError as error:
+            raise DuplicateAttempt(
+                f"attempt {run.attempt} of {run.run_id} is in progress elsewhere"
+            ) from error
         return TargetResult(**{**raw, "outcome": OutcomeClass(raw["outcome"])})
 
     def executor(
@@ -203,13 +226,23 @@ class Runtime:
 
 
 def build_runtime(
-    settings: Settings, *, dynamodb: Any = None, dispatcher: RunDispatcher | None = None
+    settings: Settings,
+    *,
+    dynamodb: Any = None,
+    sqs: Any = None,
+    dispatcher: RunDispatcher | None = None,
+    metrics: MetricSink | None = None,
 ) -> Runtime:
-    return Runtime(
+    """Wire the adapters; clients are built here unless given (tests pass moto's)."""
+    built = Runtime(
         settings=settings,
         dynamodb=dynamodb or boto3.client("dynamodb", config=_CLIENT_CONFIG),
-        dispatcher=dispatcher or KeepPlanned(),
+        sqs=sqs or boto3.client("sqs", config=_CLIENT_CONFIG),
+        dispatcher_override=dispatcher,
     )
+    if metrics is not None:
+        built.metrics = metrics
+    return built
 
 
 @lru_cache(maxsize=1)

@@ -207,7 +207,7 @@ class DynamoJobStore:
     def due_job_ids(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str, int]]:
         """(tenant_id, job_id, next_fire_at ms) of the shard's jobs due by ``until``, earliest first."""
         found: list[tuple[str, str, int]] = []
-        query = {
+        query: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": tables.DUE_INDEX,
             "KeyConditionExpression": "#shard = :shard AND #due <= :until",

@@ -467,7 +467,7 @@ def running_runs_of_job(store: DynamoRunStore, tenant_id: str, job_id: str, *, n
         update.name("status"),
         update.name(tables.ATTENTION_AT),
     )
-    request = {
+    request: dict[str, Any] = {
         "TableName": store.table,
         "IndexName": tables.RUNS_BY_JOB_INDEX,
         "KeyConditionExpression": f"{job} = {update.value(tables.run_job_key(tenant_id, job_id))} AND "
