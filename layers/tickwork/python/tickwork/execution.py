@@ -192,7 +192,8 @@ class RunExecutor:
         except DuplicateAttempt:
             self.metrics.count("DuplicateDeliveriesAbsorbed")
             return Outcome.finished("the same attempt is running elsewhere")
-        self._record(job, leased, result)
+        if self._record(job, leased, result) and job.next_fire_at is None:
+            self.jobs.complete_if_exhausted(job)
         return Outcome.finished(f"attempt {leased.attempt}: {result.outcome.value}")
 
     def _drop_if_unwanted(self, run: Run, job: Job, now: datetime) -> Outcome | None:
@@ -224,7 +225,8 @@ class RunExecutor:
             stop.set()
             heartbeat.join(timeout=5)
 
-    def _record(self, job: Job, run: Run, result: TargetResult) -> None:
+    def _record(self, job: Job, run: Run, result: TargetResult) -> bool:
+        """Store the outcome; True when the run reached a final status."""
         now = self.clock()
         started = run.attempts[-1]
         attempt = started.model_copy(
@@ -252,23 +254,28 @@ class RunExecutor:
                 self.metrics.count("RunsRetried")
                 if not long_wait:
                     self.queue.send_later(run, math.ceil(decision.delay.total_seconds()))
-            return
+            return False
         if result.outcome is OutcomeClass.SUCCESS:
-            if self._finish(run, RunStatus.SUCCEEDED, attempt, now):
+            finished = self._finish(run, RunStatus.SUCCEEDED, attempt, now)
+            if finished:
                 self.metrics.count("RunsSucceeded")
-        elif result.outcome is OutcomeClass.PERMANENT:
-            if self._finish(run, RunStatus.FAILED, attempt, now, reason=result.error_code):
+            return finished
+        if result.outcome is OutcomeClass.PERMANENT:
+            finished = self._finish(run, RunStatus.FAILED, attempt, now, reason=result.error_code)
+            if finished:
                 self.metrics.count("RunsFailed")
-        else:
-            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
-            if self._finish(run, RunStatus.DEAD, attempt, now, reason=reason):
-                self.metrics.count("RunsDead")
-                error = {
-                    "code": result.error_code,
-                    "message": result.error_message,
-                    "status_code": result.status_code,
-                }
-                self.dead_runs.send(run, reason=reason, error=error)
+            return finished
+        reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
+        finished = self._finish(run, RunStatus.DEAD, attempt, now, reason=reason)
+        if finished:
+            self.metrics.count("RunsDead")
+            error = {
+                "code": result.error_code,
+                "message": result.error_message,
+                "status_code": result.status_code,
+            }
+            self.dead_runs.send(run, reason=reason, error=error)
+        return finished
 
     def _finish(self, run: Run, status: RunStatus, attempt: Attempt, now: datetime, **fields: object) -> bool:
         finished = self.leases.finish(run, status=status, attempt=attempt, now=now, **fields)  # type: ignore[arg-type]

@@ -67,9 +67,7 @@ class JobPlanner:
         except Exception:
             # The runs are stored PLANNED, so the sweeper sends them; the cursor must still move on.
             logger.exception("sending planned runs failed", extra={"job_id": job.job_id})
-        advanced = self.jobs.advance_cursor(
-            job, decision.next_fire_at, completed=decision.next_fire_at is None
-        )
+        advanced = self.jobs.advance_cursor(job, decision.next_fire_at)
         return PlanResult(
             planned=fresh, missed=missed, next_fire_at=decision.next_fire_at, cursor_advanced=advanced
         )

@@ -256,8 +256,7 @@ class JobService:
         result = self.planner.plan(job, now)
         if not result.cursor_advanced:
             return self.jobs.get(job.tenant_id, job.job_id)
-        status = job.status if result.next_fire_at is not None else JobStatus.COMPLETED
-        return job.model_copy(update={"next_fire_at": result.next_fire_at, "status": status})
+        return job.model_copy(update={"next_fire_at": result.next_fire_at})
 
     def _details(self, job: Job, now: datetime, last_run: Run | None = None) -> JobDetails:
         upcoming = None

@@ -18,6 +18,7 @@ from tickwork.adapters.dynamo import (
     is_conditional_failure,
     to_item,
 )
+from tickwork.adapters.expressions import Update
 from tickwork.domain.models import Job, JobSpec, JobStatus
 from tickwork.domain.ports import Page
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
@@ -140,28 +141,30 @@ class DynamoJobStore:
             [{"Put": put}, self._release_name(job, job.name), tenant_update], job, expected_version
         )
 
-    def advance_cursor(self, job: Job, next_fire_at: datetime | None, *, completed: bool) -> bool:
+    def advance_cursor(self, job: Job, next_fire_at: datetime | None) -> bool:
         """Move the cursor, conditional on the job's version; planners do not bump the version, so a
-        tenant's ``If-Match`` is not broken by planning."""
-        names = {"#due": tables.DUE_AT, "#status": "status"}
-        values: dict[str, Any] = {":version": job.version, ":active": JobStatus.ACTIVE.value}
+        tenant's ``If-Match`` is not broken by planning. With no fire left the job leaves the due index."""
+        update = Update()
         if next_fire_at is None:
-            update = "REMOVE #due, #shard"
-            names["#shard"] = tables.DUE_SHARD
-            if completed:
-                update = "SET #status = :completed " + update
-                values[":completed"] = JobStatus.COMPLETED.value
+            update.remove(tables.DUE_AT, tables.DUE_SHARD)
         else:
-            update = "SET #due = :due"
-            values[":due"] = to_epoch_ms(next_fire_at)
+            update.set_many({tables.DUE_AT: to_epoch_ms(next_fire_at)})
+        update.where(f"{update.name('version')} = {update.value(job.version)}")
+        update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
+        return self._try_update(job, update)
+
+    def complete_if_exhausted(self, job: Job) -> bool:
+        """ACTIVE -> COMPLETED once the schedule has no fire left (its last run has finished)."""
+        update = Update().set(status=JobStatus.COMPLETED.value)
+        update.where(f"attribute_not_exists({update.name(tables.DUE_AT)})")
+        update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
+        update.where(f"{update.name('version')} = {update.value(job.version)}")
+        return self._try_update(job, update)
+
+    def _try_update(self, job: Job, update: Update) -> bool:
         try:
             self.client.update_item(
-                TableName=self.table,
-                Key=self._key(job.tenant_id, job.job_id),
-                UpdateExpression=update,
-                ConditionExpression="version = :version AND #status = :active",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_item(values),
+                TableName=self.table, Key=self._key(job.tenant_id, job.job_id), **update.expression()
             )
         except ClientError as error:
             if is_conditional_failure(error):

@@ -50,7 +50,7 @@ class JobStore(Protocol):
     def cancel(self, job: Job, *, expected_version: int) -> None:
         """Store the cancelled job, free its name and its slot in the tenant's quota."""
 
-    def advance_cursor(self, job: Job, next_fire_at: datetime | None, *, completed: bool) -> bool:
+    def advance_cursor(self, job: Job, next_fire_at: datetime | None) -> bool:
         """Move the planning cursor if the job's version is unchanged; False when it changed meanwhile."""
 
     def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]: ...
