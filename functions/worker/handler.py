@@ -18,7 +18,8 @@ from tickwork.execution import RunExecutor
 from tickwork.observability import logger, metrics, tracer
 from tickwork.runtime import Runtime, runtime
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# A batch whose every message must come back later is not an error: report each one as a failure.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class ComeBackLater(Exception):

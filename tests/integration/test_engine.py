@@ -313,6 +313,16 @@ def test_overlap_skip_queue_and_allow(engine: Engine) -> None:
         elif policy == "queue":
             assert not outcome.done
             assert second_now.status is RunStatus.ENQUEUED
+            # and once the first run ends, the held fire runs
+            running = engine.run("acme", first.run_id)
+            finished = running.attempts[-1].model_copy(
+                update={"finished_at": engine.clock(), "outcome": "succeeded"}
+            )
+            assert engine.runtime.leases.finish(
+                running, status=RunStatus.SUCCEEDED, attempt=finished, now=engine.clock()
+            )
+            assert engine.executor().handle(engine.message_for(second)).done
+            assert engine.run("acme", second.run_id).status is RunStatus.SUCCEEDED
         else:
             assert second_now.status is RunStatus.SUCCEEDED
         engine.runtime.service.cancel_job("acme", job.job_id, engine.clock())

@@ -182,3 +182,41 @@ def test_stats_report_lag_and_statuses_after_runs(engine: Engine) -> None:
     assert stats.runs["SUCCEEDED"] == 3
     assert stats.lag_ms["p50"] is not None
     assert stats.jobs["COMPLETED"] == 3
+
+
+def test_an_early_message_goes_back_to_the_queue_with_a_delay(engine: Engine) -> None:
+    from functions.worker.handler import handle_record
+
+    job = engine.create(
+        schedule={"type": "once", "at": (START + timedelta(minutes=2)).isoformat()},
+        target=engine.http("/early"),
+    ).job
+    engine.clock.advance(minutes=2)
+    engine.tick()
+    (run,) = engine.runs_of("acme", job.job_id)
+    engine.clock.now = START + timedelta(minutes=1)  # a worker whose clock runs a minute behind
+    messages = engine.sqs.receive_message(QueueUrl=engine.queue_url, MaxNumberOfMessages=10)["Messages"]
+    executor = engine.executor()
+    response = deliver(
+        engine.sqs, engine.queue_url, messages, lambda record: handle_record(record, engine.runtime, executor)
+    )
+    assert [failure["itemIdentifier"] for failure in response["batchItemFailures"]] == [
+        messages[0]["MessageId"]
+    ]
+    assert engine.run("acme", run.run_id).attempt == 0
+    assert engine.receiver.for_path("/early") == []
+
+
+def test_sweeping_twice_changes_nothing_the_second_time(engine: Engine) -> None:
+    job = once_now(engine, "/sweep-twice")
+    (run,) = engine.runs_of("acme", job.job_id)
+    engine.runtime.leases.take(
+        run, owner="dead", now=engine.clock(), lease_for=timedelta(seconds=35), max_in_flight=10
+    )
+    engine.clock.advance(seconds=40)
+    first = engine.runtime.sweeper.sweep(engine.clock())
+    before = engine.run("acme", run.run_id)
+    second = engine.runtime.sweeper.sweep(engine.clock())
+    assert first.requeued == [run.run_id]
+    assert (second.resent, second.requeued, second.abandoned) == ([], [], [])
+    assert engine.run("acme", run.run_id) == before

@@ -90,7 +90,7 @@ def deliver(
 ) -> dict[str, Any]:
     """One worker invocation over ``messages``, then what the event source mapping does: delete the ones
     that succeeded; failed ones come back after their visibility timeout."""
-    processor = BatchProcessor(event_type=EventType.SQS)
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     event = sqs_event(messages, "arn:aws:sqs:eu-west-1:123456789012:tickwork-runs")
     response: dict[str, Any] = dict(
         process_partial_response(event=event, record_handler=record_handler, processor=processor)
