@@ -84,33 +84,18 @@ class DynamoRunStore:
         return None
 
     def reopen(self, tenant_id: str, run_id: str, now: datetime) -> Run:
-        allowed = sorted(status.value for status in RETRYABLE_BY_HAND)
-        placeholders = {f":s{i}": status for i, status in enumerate(allowed)}
+        update = Update().set(status=RunStatus.PLANNED.value)
+        update.set_many(self._attention(run_id, now + PLANNED_GRACE))
+        retries = update.name("manual_retries")
+        update.set_raw(f"{retries} = if_not_exists({retries}, {update.value(0)}) + {update.value(1)}")
+        update.remove("finished_at", "reason")
+        update.where_status_in(sorted(status.value for status in RETRYABLE_BY_HAND))
         try:
             response = self.client.update_item(
                 TableName=self.table,
                 Key=self._key(tenant_id, run_id),
-                UpdateExpression=(
-                    "SET #status = :planned, #shard = :shard, #at = :at, manual_retries = if_not_exists("
-                    "manual_retries, :zero) + :one REMOVE finished_at, reason"
-                ),
-                ConditionExpression=f"#status IN ({', '.join(placeholders)})",
-                ExpressionAttributeNames={
-                    "#status": "status",
-                    "#shard": tables.ATTENTION_SHARD,
-                    "#at": tables.ATTENTION_AT,
-                },
-                ExpressionAttributeValues=to_item(
-                    {
-                        ":planned": RunStatus.PLANNED.value,
-                        ":zero": 0,
-                        ":one": 1,
-                        ":shard": tables.stable_shard(run_id, self.attention_shards),
-                        ":at": to_epoch_ms(now + PLANNED_GRACE),
-                        **placeholders,
-                    }
-                ),
                 ReturnValues="ALL_NEW",
+                **update.expression(),
             )
         except ClientError as error:
             if not is_conditional_failure(error):
@@ -122,57 +107,48 @@ class DynamoRunStore:
             ) from error
         return run_from_item(response["Attributes"])
 
+    def close_unstarted(
+        self, tenant_id: str, run_id: str, status: RunStatus, reason: str, now: datetime
+    ) -> bool:
+        """A run that never started ends here (CANCELLED, MISSED or SKIPPED), with the reason. False when it
+        started meanwhile: a running attempt finishes."""
+        update = Update().set(status=status.value, reason=reason, finished_at=to_rfc3339(now))
+        update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
+        update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
+        try:
+            self.client.update_item(
+                TableName=self.table, Key=self._key(tenant_id, run_id), **update.expression()
+            )
+        except ClientError as error:
+            if is_conditional_failure(error):
+                return False
+            raise
+        return True
+
     def cancel_not_started(self, tenant_id: str, job_id: str, *, since: datetime, now: datetime) -> int:
-        open_statuses = sorted(status.value for status in NOT_STARTED_RUN_STATUSES)
-        placeholders = {f":s{i}": status for i, status in enumerate(open_statuses)}
-        cancelled = 0
-        paginator = self.client.get_paginator("query")
-        pages = paginator.paginate(
+        query = Update()
+        job, at, status = (
+            query.name(tables.RUNS_JOB_KEY),
+            query.name(tables.RUNS_SCHEDULED_AT),
+            query.name("status"),
+        )
+        not_started = ", ".join(query.value(s.value) for s in sorted(NOT_STARTED_RUN_STATUSES))
+        job_key, oldest = query.value(tables.run_job_key(tenant_id, job_id)), query.value(to_epoch_ms(since))
+        key = f"{job} = {job_key} AND {at} >= {oldest}"
+        names_and_values = query.expression()
+        pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             IndexName=tables.RUNS_BY_JOB_INDEX,
-            KeyConditionExpression="#job = :job AND #at >= :since",
-            FilterExpression=f"#status IN ({', '.join(placeholders)})",
-            ExpressionAttributeNames={
-                "#job": tables.RUNS_JOB_KEY,
-                "#at": tables.RUNS_SCHEDULED_AT,
-                "#status": "status",
-            },
-            ExpressionAttributeValues=to_item(
-                {":job": tables.run_job_key(tenant_id, job_id), ":since": to_epoch_ms(since), **placeholders}
-            ),
+            KeyConditionExpression=key,
+            FilterExpression=f"{status} IN ({not_started})",
+            ExpressionAttributeNames=names_and_values["ExpressionAttributeNames"],
+            ExpressionAttributeValues=names_and_values["ExpressionAttributeValues"],
         )
-        for page in pages:
-            for item in page["Items"]:
-                run_id = item["run_id"]["S"]
-                try:
-                    self.client.update_item(
-                        TableName=self.table,
-                        Key=self._key(tenant_id, run_id),
-                        UpdateExpression=(
-                            "SET #status = :cancelled, reason = :reason, finished_at = :now "
-                            "REMOVE #shard, #attention"
-                        ),
-                        ConditionExpression=f"#status IN ({', '.join(placeholders)})",
-                        ExpressionAttributeNames={
-                            "#status": "status",
-                            "#shard": tables.ATTENTION_SHARD,
-                            "#attention": tables.ATTENTION_AT,
-                        },
-                        ExpressionAttributeValues=to_item(
-                            {
-                                ":cancelled": RunStatus.CANCELLED.value,
-                                ":reason": "job_cancelled",
-                                ":now": to_rfc3339(now),
-                                **placeholders,
-                            }
-                        ),
-                    )
-                except ClientError as error:
-                    if is_conditional_failure(error):
-                        continue  # it started meanwhile: a running attempt finishes
-                    raise
-                cancelled += 1
-        return cancelled
+        return sum(
+            self.close_unstarted(tenant_id, item["run_id"]["S"], RunStatus.CANCELLED, "job_cancelled", now)
+            for page in pages
+            for item in page["Items"]
+        )
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, run_id: str) -> Run:
@@ -305,11 +281,7 @@ class DynamoRunLeases:
         return self._try(self._run_update(run, update))
 
     def close_unstarted(self, run: Run, status: RunStatus, reason: str, now: datetime) -> bool:
-        """A run that never started ends here (CANCELLED, MISSED or SKIPPED), with the reason."""
-        update = Update().set(status=status.value, reason=reason, finished_at=to_rfc3339(now))
-        update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
-        update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
-        return self._try(self._run_update(run, update))
+        return self.store.close_unstarted(run.tenant_id, run.run_id, status, reason, now)
 
     def take(self, run: Run, *, owner: str, now: datetime, lease_for: timedelta, max_in_flight: int) -> Run:
         """One conditional write: the run as read (status and fencing token) -> RUNNING with attempt + 1 and
