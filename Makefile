@@ -19,7 +19,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy layers/tickwork/python functions tests
+	$(BIN)/mypy layers/tickwork/python local functions tests
 
 unit: install
 	$(BIN)/pytest

@@ -1,0 +1,200 @@
+"""A stand-in for API Gateway: HTTP requests become REST proxy events, pass the TOKEN authorizer handler,
+then the API handler, and the handler's answer becomes the HTTP response."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+UNAUTHENTICATED_ROUTES = frozenset({("GET", "/v1/health")})
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own limit
+UNAUTHORIZED_BODY = {
+    "error": {"code": "unauthorized", "message": "missing or invalid bearer token", "field": None}
+}
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "tickwork-api"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:000000000000:function:tickwork-api"
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "/aws/lambda/tickwork-api"
+    log_stream_name: str = "local"
+    timeout_ms: int = 29_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.timeout_ms
+
+
+@dataclass
+class HttpResult:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    query: Mapping[str, str] | None = None,
+    body: str | None = None,
+    source_ip: str = "127.0.0.1",
+) -> dict[str, Any]:
+    """A REST API proxy event, shaped like the samples in ``events/``."""
+    all_headers = dict(headers or {})
+    now = datetime.now(UTC)
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": all_headers,
+        "multiValueHeaders": {name: [value] for name, value in all_headers.items()},
+        "queryStringParameters": dict(query) if query else None,
+        "multiValueQueryStringParameters": {name: [value] for name, value in query.items()}
+        if query
+        else None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": f"/local{path}",
+            "accountId": "000000000000",
+            "protocol": "HTTP/1.1",
+            "stage": "local",
+            "requestId": str(uuid.uuid4()),
+            "requestTime": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "requestTimeEpoch": int(now.timestamp() * 1000),
+            "identity": {"sourceIp": source_ip, "userAgent": all_headers.get("User-Agent")},
+            "domainName": "127.0.0.1",
+            "apiId": "local",
+            "authorizer": None,
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+class Gateway:
+    """Runs the authorizer, then the API handler, for one event."""
+
+    def __init__(self, api_handler: Callable[..., Any], authorizer_handler: Callable[..., Any]):
+        self.api_handler = api_handler
+        self.authorizer_handler = authorizer_handler
+
+    def authorize(self, authorization: str | None, method: str, path: str) -> dict[str, Any] | None:
+        """The authorizer's context, or None when it refused (API Gateway answers 401)."""
+        if not authorization:
+            return None
+        event = {
+            "type": "TOKEN",
+            "authorizationToken": authorization,
+            "methodArn": f"arn:aws:execute-api:us-east-1:000000000000:local/local/{method}{path}",
+        }
+        try:
+            policy = self.authorizer_handler(event, LambdaContext(function_name="tickwork-authorizer"))
+        except Exception as error:
+            if str(error) == "Unauthorized":
+                return None
+            raise
+        if policy["policyDocument"]["Statement"][0]["Effect"] != "Allow":
+            return None
+        return {"principalId": policy["principalId"], **policy.get("context", {})}
+
+    def send(self, event: dict[str, Any], *, authorization: str | None) -> HttpResult:
+        method, path = event["httpMethod"], event["path"]
+        if (method, path) not in UNAUTHENTICATED_ROUTES:
+            context = self.authorize(authorization, method, path)
+            if context is None:
+                return HttpResult(401, UNAUTHORIZED_BODY, {"Content-Type": "application/json"})
+            event["requestContext"]["authorizer"] = context
+        response = self.api_handler(event, LambdaContext())
+        raw = response.get("body")
+        headers = dict(response.get("headers") or {})
+        for name, values in (response.get("multiValueHeaders") or {}).items():
+            headers.setdefault(name, ", ".join(values))
+        return HttpResult(response["statusCode"], json.loads(raw) if raw else None, headers)
+
+
+def serve(
+    gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] = lambda: True
+) -> ThreadingHTTPServer:
+    """A real HTTP server in front of the gateway; started by the caller with ``serve_forever``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _handle(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self._reply(
+                    413,
+                    {
+                        "error": {
+                            "code": "payload_too_large",
+                            "message": "request body over 10 MiB",
+                            "field": None,
+                        }
+                    },
+                    {},
+                )
+                return
+            body = self.rfile.read(length).decode("utf-8", errors="replace") if length else None
+            if (self.command, parts.path) in UNAUTHENTICATED_ROUTES and not ready():
+                self._reply(503, {"status": "starting"}, {})
+                return
+            headers = dict(self.headers.items())
+            event = rest_event(
+                self.command,
+                parts.path,
+                headers=headers,
+                query=dict(parse_qsl(parts.query)) or None,
+                body=body,
+                source_ip=self.client_address[0],
+            )
+            try:
+                result = gateway.send(event, authorization=self.headers.get("Authorization"))
+            except Exception:  # the API handler answers every client error itself; this is a bug
+                self._reply(
+                    500, {"error": {"code": "internal_error", "message": "internal error", "field": None}}, {}
+                )
+                raise
+            self._reply(result.status, result.body, result.headers)
+
+        def _reply(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
+            payload = json.dumps(body).encode() if body is not None else b""
+            self.send_response(status)
+            for name, value in headers.items():
+                if name.lower() not in ("content-length", "connection"):
+                    self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle  # noqa: N815 - http.server's naming
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def start_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    thread = threading.Thread(target=server.serve_forever, name="tickwork-http", daemon=True)
+    thread.start()
+    return thread

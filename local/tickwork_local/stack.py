@@ -1,0 +1,450 @@
+"""`tickwork local`: the whole scheduler on one machine, against moto.
+
+moto runs as a server on a free loopback port; the tables and queues are created from the same definitions
+the CDK stack uses; the API handlers sit behind a real HTTP server; the planner and sweeper tick every
+second; a few pollers long-poll the run queue and hand SQS-shaped batches to the worker handler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+import warnings
+from collections import deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+LOCAL_REGION = "us-east-1"
+LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pile up: keep few in flight
+LOCAL_DUE_SHARDS = 2  # moto's index queries cost O(table size): few shards, one query each per tick
+LOCAL_ATTENTION_SHARDS = 1
+SNAPSHOT_FILE = "tables.json"
+# The Lambda handlers live in the repository's functions/ folder, beside this package.
+REPOSITORY = Path(__file__).resolve().parents[2]
+DEFAULT_TOKEN_FILE = "default-token"  # noqa: S105 - a file name
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class LocalMetrics:
+    """Counts and lags of the last minutes, for the status line (instead of EMF on stdout)."""
+
+    window_seconds: float = 60.0
+    events: deque[tuple[float, str, float]] = field(default_factory=lambda: deque(maxlen=200_000))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, name: str, value: float = 1) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), name, value))
+
+    def milliseconds(self, name: str, value: float) -> None:
+        self.count(name, value)
+
+    def recent(self) -> dict[str, list[float]]:
+        cutoff = time.monotonic() - self.window_seconds
+        found: dict[str, list[float]] = {}
+        with self.lock:
+            for at, name, value in self.events:
+                if at >= cutoff:
+                    found.setdefault(name, []).append(value)
+        return found
+
+
+def parse_tenants(spec: str) -> list[tuple[str, str]]:
+    """``acme:token-a,globex:token-b`` -> [("acme", "token-a"), ("globex", "token-b")]."""
+    pairs = []
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        tenant_id, sep, token = entry.partition(":")
+        if not sep or not tenant_id or not token:
+            raise ValueError(f"TICKWORK_LOCAL_TENANTS entry {entry!r} is not tenant:token")
+        pairs.append((tenant_id.strip(), token.strip()))
+    return pairs
+
+
+@contextmanager
+def moto_server(host: str) -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port(host)
+    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+class LocalStack:
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        quiet: bool,
+        data_dir: str | None,
+        log_file: str | None,
+        tick_seconds: float,
+        workers: int,
+        out: TextIO = sys.stdout,
+    ):
+        self.host = host
+        self.port = port
+        self.quiet = quiet
+        self.data_dir = Path(data_dir) if data_dir else None
+        self.log_file = Path(log_file) if log_file else (self.data_dir or Path(".tickwork")) / "tickwork.log"
+        self.tick_seconds = tick_seconds
+        self.workers = workers
+        self.out = out
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+        self.metrics = LocalMetrics()
+        self.threads: list[threading.Thread] = []
+
+    # --- set-up -------------------------------------------------------------------------------------------
+    def configure_environment(self, endpoint: str) -> None:
+        os.environ.update(
+            AWS_ENDPOINT_URL=endpoint,
+            AWS_ACCESS_KEY_ID="local",
+            AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - moto accepts any
+            AWS_DEFAULT_REGION=os.environ.get("AWS_DEFAULT_REGION", LOCAL_REGION),
+            POWERTOOLS_TRACE_DISABLED="1",
+            POWERTOOLS_METRICS_NAMESPACE="Tickwork",
+            TICKWORK_ALLOW_PRIVATE_TARGETS="true",
+            TICKWORK_PLANNER_HORIZON_SECONDS=os.environ.get(
+                "TICKWORK_PLANNER_HORIZON_SECONDS", str(LOCAL_HORIZON_SECONDS)
+            ),
+            TICKWORK_DUE_SHARDS=str(LOCAL_DUE_SHARDS),
+            TICKWORK_ATTENTION_SHARDS=str(LOCAL_ATTENTION_SHARDS),
+        )
+        os.environ.pop("AWS_PROFILE", None)
+
+    def configure_logging(self) -> None:
+        """Structured logs go to a file; the console keeps the banner and the status line."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        stream = self.log_file.open("a", encoding="utf-8")
+        for name in ("tickwork",):
+            for handler in logging.getLogger(name).handlers:
+                if isinstance(handler, logging.StreamHandler):
+                    handler.setStream(stream)
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server request lines
+
+    def create_resources(self) -> dict[str, str]:
+        import boto3
+        from tickwork import tables
+
+        dynamodb = boto3.client("dynamodb")
+        existing = set(dynamodb.list_tables()["TableNames"])
+        for definition in tables.ALL_TABLES:
+            if definition.default_name in existing:
+                continue
+            dynamodb.create_table(**definition.create_table_kwargs())
+            if definition.ttl_attribute:
+                dynamodb.update_time_to_live(
+                    TableName=definition.default_name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": definition.ttl_attribute},
+                )
+        sqs = boto3.client("sqs")
+        urls = {}
+        for queue in tables.ALL_QUEUES:
+            urls[queue.env_var] = sqs.create_queue(QueueName=queue.default_name)["QueueUrl"]
+        os.environ.update(urls)
+        return urls
+
+    def restore(self) -> int:
+        """Put back the tables saved at the last stop; returns how many items."""
+        if self.data_dir is None or not (self.data_dir / SNAPSHOT_FILE).exists():
+            return 0
+        import boto3
+
+        dynamodb = boto3.client("dynamodb")
+        snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
+        count = 0
+        for table, items in snapshot.items():
+            for item in items:
+                dynamodb.put_item(TableName=table, Item=item)
+                count += 1
+        return count
+
+    def save(self) -> None:
+        if self.data_dir is None:
+            return
+        import boto3
+        from tickwork import tables
+
+        dynamodb = boto3.client("dynamodb")
+        snapshot = {}
+        for definition in tables.ALL_TABLES:
+            items: list[dict[str, Any]] = []
+            for page in dynamodb.get_paginator("scan").paginate(TableName=definition.default_name):
+                items.extend(page["Items"])
+            snapshot[definition.default_name] = items
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        temporary = self.data_dir / (SNAPSHOT_FILE + ".tmp")
+        temporary.write_text(json.dumps(snapshot))
+        temporary.replace(self.data_dir / SNAPSHOT_FILE)
+
+    def seed_tenants(self) -> list[tuple[str, str, str]]:
+        """(tenant id, token, signing secret) for each local tenant; the secret signs its webhooks."""
+        import boto3
+        from tickwork.adapters.tenants import DynamoTenantStore
+        from tickwork.config import Settings
+        from tickwork.domain.tenants import Tenant, new_signing_secret
+
+        store = DynamoTenantStore(boto3.client("dynamodb"), table=Settings.from_env(os.environ).tenants_table)
+        spec = os.environ.get("TICKWORK_LOCAL_TENANTS")
+        pairs = parse_tenants(spec) if spec else [("default", self.default_token())]
+        seeded = []
+        for tenant_id, token in pairs:
+            principal = store.by_token(token)
+            if principal is None:
+                tenant = Tenant(
+                    tenant_id=tenant_id,
+                    name=tenant_id,
+                    signing_secret=os.environ.get("TICKWORK_LOCAL_SIGNING_SECRET") or new_signing_secret(),
+                    created_at=datetime.now(UTC),
+                )
+                store.put(tenant, token=token)
+                seeded.append((tenant_id, token, tenant.signing_secret))
+            else:
+                seeded.append((tenant_id, token, principal.tenant.signing_secret))
+        return seeded
+
+    def default_token(self) -> str:
+        """A new token each start, or the saved one when state persists across restarts."""
+        path = self.data_dir / DEFAULT_TOKEN_FILE if self.data_dir else None
+        if path is not None and path.exists():
+            return path.read_text().strip()
+        token = f"tw_local_{secrets.token_urlsafe(18)}"
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(token)
+        return token
+
+    # --- loops --------------------------------------------------------------------------------------------
+    def planner_loop(self) -> None:
+        from tickwork.runtime import runtime
+        from tickwork.ticking import all_shards
+
+        current = runtime()
+        shards = all_shards(current.settings.due_shards)
+        while not self.stop.is_set():
+            started = time.monotonic()
+            try:
+                current.planner_tick.tick(datetime.now(UTC), shards)
+            except Exception:
+                logging.getLogger("tickwork").exception("planner tick failed")
+            self.stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
+
+    def worker_loop(self, index: int) -> None:
+        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+        from tickwork.runtime import runtime
+
+        from functions.worker.handler import handle_record
+
+        current = runtime()
+        executor = current.executor()
+        executor.worker_id = f"local-worker-{index}"
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        queue_url = current.queue.queue_url
+        while not self.stop.is_set():
+            try:
+                messages = current.sqs.receive_message(
+                    QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=60
+                ).get("Messages", [])
+                if not messages:
+                    continue
+                event = {"Records": [sqs_record(message, queue_url) for message in messages]}
+                response = process_partial_response(
+                    event=event,
+                    record_handler=lambda record: handle_record(record, current, executor),
+                    processor=processor,
+                )
+                failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
+                for message in messages:
+                    if message["MessageId"] not in failed:
+                        current.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            except Exception:
+                logging.getLogger("tickwork").exception("worker poll failed")
+                self.stop.wait(1)
+
+    def status_loop(self) -> None:
+        while not self.stop.wait(5):
+            try:
+                self.out.write(self.status_line() + "\n")
+                self.out.flush()
+            except Exception:
+                logging.getLogger("tickwork").exception("status line failed")
+
+    def status_line(self) -> str:
+        import boto3
+        from tickwork import tables
+        from tickwork.runtime import runtime
+        from tickwork.service import percentile
+
+        current = runtime()
+        active = boto3.client("dynamodb").scan(
+            TableName=current.settings.jobs_table,
+            Select="COUNT",
+            FilterExpression="#s = :active AND begins_with(#sk, :job)",
+            ExpressionAttributeNames={"#s": "status", "#sk": tables.JOBS_SK},
+            ExpressionAttributeValues={":active": {"S": "ACTIVE"}, ":job": {"S": tables.JOB_SK_PREFIX}},
+        )["Count"]
+        attributes = current.sqs.get_queue_attributes(
+            QueueUrl=current.queue.queue_url, AttributeNames=["All"]
+        )["Attributes"]
+        depth = sum(
+            int(attributes.get(name, 0))
+            for name in (
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            )
+        )
+        recent = self.metrics.recent()
+        lags = sorted(int(value) for value in recent.get("TriggerLagMs", []))
+        started, succeeded = (
+            int(sum(recent.get("RunsStarted", []))),
+            int(sum(recent.get("RunsSucceeded", []))),
+        )
+        failed = int(sum(recent.get("RunsFailed", [])) + sum(recent.get("RunsDead", [])))
+        return (
+            f"[{datetime.now(UTC):%H:%M:%S}] jobs active {active} | last 60 s: started {started}, "
+            f"succeeded {succeeded}, failed {failed} | lag p50 {percentile(lags, 50)} ms, "
+            f"p99 {percentile(lags, 99)} ms | queue depth {depth}"
+        )
+
+    def spawn(self, target: Any, name: str, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    # --- run ----------------------------------------------------------------------------------------------
+    def run(self) -> int:
+        started = time.monotonic()
+        if str(REPOSITORY) not in sys.path:
+            sys.path.insert(0, str(REPOSITORY))
+        with moto_server(self.host if self.host != "0.0.0.0" else "127.0.0.1") as endpoint:  # noqa: S104
+            self.configure_environment(endpoint)
+            from tickwork.runtime import runtime
+
+            from functions.api.handler import lambda_handler as api_handler
+            from functions.authorizer.handler import lambda_handler as authorizer_handler
+            from tickwork_local.gateway import Gateway, serve, start_in_thread
+
+            self.configure_logging()
+            self.create_resources()
+            restored = self.restore()
+            runtime.cache_clear()
+            current = runtime()
+            current.metrics = self.metrics
+            tenants = self.seed_tenants()
+            server = serve(
+                Gateway(api_handler, authorizer_handler), self.host, self.port, ready=self.ready.is_set
+            )
+            start_in_thread(server)
+            self.spawn(self.planner_loop, "tickwork-planner")
+            for index in range(self.workers):
+                self.spawn(self.worker_loop, f"tickwork-worker-{index}", index)
+            if not self.quiet:
+                self.spawn(self.status_loop, "tickwork-status")
+            if threading.current_thread() is threading.main_thread():
+                # `kill` and process managers send SIGTERM: stop as cleanly as for Ctrl-C.
+                signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+            self.ready.set()
+            self.banner(tenants, restored, time.monotonic() - started, endpoint)
+            try:
+                while not self.stop.wait(0.5):
+                    pass
+            except KeyboardInterrupt:
+                self.out.write("\nstopping…\n")
+            finally:
+                self.stop.set()
+                server.shutdown()
+                server.server_close()
+                for thread in self.threads:
+                    thread.join(timeout=3)
+                self.save()
+        return 0
+
+    def banner(
+        self, tenants: list[tuple[str, str, str]], restored: int, seconds: float, endpoint: str
+    ) -> None:
+        url = f"http://{self.host}:{self.port}"
+        lines = [
+            f"tickwork local is ready at {url} (in {seconds:.1f} s); logs in {self.log_file}",
+            f"AWS endpoint (moto): {endpoint}",
+        ]
+        if restored:
+            lines.append(f"restored {restored} items from {self.data_dir}")
+        for tenant_id, token, secret in tenants:
+            lines.append(f"tenant {tenant_id}: token {token} signing secret {secret}")
+        tenant_id, token, secret = tenants[0]
+        lines += [
+            "",
+            f"Try it (start a receiver first: tickwork receive --port 9000 --secret {secret}):",
+            f"  curl -s -X POST {url}/v1/jobs -H 'Authorization: Bearer {token}' \\",
+            "    -H 'Content-Type: application/json' \\",
+            '    -d \'{"name": "hello", "schedule": {"type": "rate", "every_seconds": 10},'
+            ' "target": {"type": "http", "url": "http://127.0.0.1:9000/hook"}, "payload": {"hi": 1}}\'',
+            f"  TICKWORK_TOKEN={token} tickwork jobs list",
+            "Ctrl-C stops.",
+        ]
+        self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+
+
+def sqs_record(message: Mapping[str, Any], queue_url: str) -> dict[str, Any]:
+    """A received SQS message, shaped as the Lambda event source mapping delivers it."""
+    name = queue_url.rstrip("/").rsplit("/", 1)[-1]
+    region = os.environ.get("AWS_DEFAULT_REGION", LOCAL_REGION)
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{region}:000000000000:{name}",
+        "awsRegion": region,
+    }
+
+
+def run_local(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    quiet: bool = False,
+    data_dir: str | None = None,
+    log_file: str | None = None,
+    tick_seconds: float = 1.0,
+    workers: int = 4,
+) -> int:
+    stack = LocalStack(
+        host=host,
+        port=port,
+        quiet=quiet,
+        data_dir=data_dir,
+        log_file=log_file,
+        tick_seconds=tick_seconds,
+        workers=workers,
+    )
+    return stack.run()
