@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit run openapi clean
+.PHONY: install test lint typecheck unit run bench openapi clean
 
 install: $(STAMP)
 
@@ -19,7 +19,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy layers/tickwork/python local functions tests
+	$(BIN)/mypy layers/tickwork/python local functions tests bench
 
 unit: install
 	$(BIN)/pytest
@@ -30,7 +30,10 @@ openapi: install
 	$(BIN)/python -m tickwork.api.openapi docs/openapi.json
 
 run: install
-	@echo "The local stack arrives with the local-stack work; nothing to run yet." && exit 1
+	$(BIN)/tickwork local
+
+bench: install
+	$(BIN)/python -m bench.local_burst --jobs 200
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""Benchmarks: run with `make bench`; figures go to docs/benchmarks.md."""

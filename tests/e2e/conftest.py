@@ -1,0 +1,134 @@
+"""Starts `tickwork local` as a subprocess on a free port, and a webhook receiver on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tickwork_local.stack import free_port
+
+from tests.support.engine import Receiver, start_receiver
+
+TOKENS = {"acme": "tw_e2e_acme", "globex": "tw_e2e_globex"}
+SIGNING_SECRET = "e2e-signing-secret"
+STARTUP_LIMIT_SECONDS = 60
+
+
+@dataclass
+class Local:
+    url: str
+    process: subprocess.Popen[str]
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def moto_endpoint(self) -> str:
+        for line in self.output:
+            match = re.search(r"AWS endpoint \(moto\): (\S+)", line)
+            if match:
+                return match.group(1)
+        raise AssertionError("the banner did not name the moto endpoint")
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        tenant: str = "acme",
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)  # noqa: S310 - loopback
+        request.add_header("Authorization", f"Bearer {TOKENS[tenant]}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+
+def tickwork_command() -> list[str]:
+    script = Path(sys.executable).with_name("tickwork")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tickwork_local.cli"]
+
+
+@pytest.fixture(scope="session")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    port = free_port()
+    data_dir = tmp_path_factory.mktemp("tickwork-local")
+    env = {
+        **os.environ,
+        "TICKWORK_LOCAL_TENANTS": ",".join(f"{tenant}:{token}" for tenant, token in TOKENS.items()),
+        "TICKWORK_LOCAL_SIGNING_SECRET": SIGNING_SECRET,
+        "PYTHONUNBUFFERED": "1",
+    }
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        env.pop(name, None)
+    process = subprocess.Popen(
+        [*tickwork_command(), "local", "--port", str(port), "--quiet", "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    local = Local(f"http://127.0.0.1:{port}", process)
+
+    def read_output() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            local.output.append(line)
+
+    threading.Thread(target=read_output, daemon=True).start()
+    deadline = time.monotonic() + STARTUP_LIMIT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError("tickwork local exited:\n" + "".join(local.output))
+        try:
+            with urllib.request.urlopen(f"{local.url}/v1/health", timeout=1) as response:  # noqa: S310
+                if response.status == 200 and any("AWS endpoint" in line for line in local.output):
+                    break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    else:
+        process.kill()
+        raise AssertionError("tickwork local was not healthy in time:\n" + "".join(local.output))
+    yield local
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def receiver() -> Iterator[Receiver]:
+    yield from start_receiver()
+
+
+def wait_for(condition: Any, *, timeout: float, interval: float = 0.1) -> Any:
+    """Poll until ``condition()`` is truthy (end-to-end only: the local stack runs on the wall clock)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    return condition()
