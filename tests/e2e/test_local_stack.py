@@ -115,7 +115,8 @@ def test_retries_after_503s_then_a_dead_run_in_the_dead_letter_queue(
 
     flaky_run = wait_for(lambda: final_run(flaky["job_id"]), timeout=15)
     down_run = wait_for(lambda: final_run(down["job_id"]), timeout=15)
-    assert flaky_run is not None and flaky_run["status"] == "SUCCEEDED"
+    assert flaky_run is not None, local.call("GET", f"/v1/jobs/{flaky['job_id']}/runs")
+    assert flaky_run["status"] == "SUCCEEDED"
     _, detail = local.call("GET", f"/v1/runs/{flaky_run['run_id']}")
     assert [attempt["outcome"] for attempt in detail["attempts"]] == [
         "retryable_error",

@@ -220,3 +220,30 @@ def test_sweeping_twice_changes_nothing_the_second_time(engine: Engine) -> None:
     assert first.requeued == [run.run_id]
     assert (second.resent, second.requeued, second.abandoned) == ([], [], [])
     assert engine.run("acme", run.run_id) == before
+
+
+def test_the_lease_is_taken_even_when_the_dispatcher_marks_the_run_meanwhile(engine: Engine) -> None:
+    from tickwork.adapters.queue import START_GRACE
+    from tickwork.planning import new_run
+
+    job = engine.create(
+        schedule={"type": "once", "at": (START + timedelta(days=1)).isoformat()}, target=engine.http("/r")
+    ).job
+    planned = new_run(job, START, engine.clock(), RunStatus.PLANNED)
+    engine.runtime.runs.put_if_absent(planned)
+    # Given a worker read the run while PLANNED, and the dispatcher then marked it ENQUEUED
+    read_by_worker = engine.run("acme", planned.run_id)
+    assert engine.runtime.leases.mark_enqueued(read_by_worker, engine.clock(), START_GRACE)
+    # When the worker takes the lease, it gets it (the fencing token, not the status, makes it exclusive)
+    leased = engine.runtime.leases.take(
+        read_by_worker, owner="w", now=engine.clock(), lease_for=timedelta(seconds=40), max_in_flight=10
+    )
+    assert engine.run("acme", planned.run_id).status is RunStatus.RUNNING
+    assert leased.fencing_token == 1
+    # And a second worker that read the same version loses
+    from tickwork.adapters.runs import LeaseConflict
+
+    with pytest.raises(LeaseConflict):
+        engine.runtime.leases.take(
+            read_by_worker, owner="w2", now=engine.clock(), lease_for=timedelta(seconds=40), max_in_flight=10
+        )

@@ -303,16 +303,21 @@ class DynamoRunLeases:
         update.append("attempts", [record.model_dump(mode="json", exclude_none=True)])
         update.remove("retry_at")
         self._attention(update, run.run_id, expires)
-        status, token = update.name("status"), update.name("fencing_token")
-        update.where(f"{status} = {update.value(run.status.value)}")
+        # The fencing token read is what makes the lease exclusive. The status may still move from PLANNED to
+        # ENQUEUED meanwhile (the dispatcher marks a run after sending it, and the worker can be faster).
+        token = update.name("fencing_token")
         update.where(f"{token} = {update.value(run.fencing_token)}")
-        items: list[Any] = [{"Update": self._run_update(run, update)}]
         if run.status is RunStatus.RUNNING:
             attention = update.name(tables.ATTENTION_AT)
+            update.where(f"{update.name('status')} = {update.value(RunStatus.RUNNING.value)}")
             update.where(f"{attention} < {update.value(to_epoch_ms(now))}")
-            items = [{"Update": self._run_update(run, update)}]
+            items: list[Any] = [{"Update": self._run_update(run, update)}]
         else:
-            items.append({"Update": self._tenant_slot(run.tenant_id, 1, max_in_flight)})
+            update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
+            items = [
+                {"Update": self._run_update(run, update)},
+                {"Update": self._tenant_slot(run.tenant_id, 1, max_in_flight)},
+            ]
         try:
             self.client.transact_write_items(TransactItems=items)
         except ClientError as error:
