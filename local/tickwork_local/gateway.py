@@ -195,6 +195,8 @@ def serve(
 
 
 def start_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
-    thread = threading.Thread(target=server.serve_forever, name="tickwork-http", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="tickwork-http", daemon=True
+    )
     thread.start()
     return thread

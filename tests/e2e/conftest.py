@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tickwork_local.stack import free_port
+from tickwork_local.stack import LOCAL_REGION, free_port
 
 from tests.support.engine import Receiver, start_receiver
 
@@ -32,6 +32,7 @@ class Local:
     url: str
     process: subprocess.Popen[str]
     output: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
 
     @property
     def moto_endpoint(self) -> str:
@@ -47,12 +48,13 @@ class Local:
         path: str,
         *,
         tenant: str = "acme",
+        token: str | None = None,
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(f"{self.url}{path}", data=data, method=method)  # noqa: S310 - loopback
-        request.add_header("Authorization", f"Bearer {TOKENS[tenant]}")
+        request.add_header("Authorization", f"Bearer {token or TOKENS[tenant]}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
         for name, value in (headers or {}).items():
@@ -69,18 +71,15 @@ def tickwork_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tickwork_local.cli"]
 
 
-@pytest.fixture(scope="session")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+def start_local(data_dir: Path, *, tenants: str | None) -> Local:
+    """`tickwork local` in a subprocess on a free port, once it answers /v1/health."""
     port = free_port()
-    data_dir = tmp_path_factory.mktemp("tickwork-local")
-    env = {
-        **os.environ,
-        "TICKWORK_LOCAL_TENANTS": ",".join(f"{tenant}:{token}" for tenant, token in TOKENS.items()),
-        "TICKWORK_LOCAL_SIGNING_SECRET": SIGNING_SECRET,
-        "PYTHONUNBUFFERED": "1",
-    }
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+    env = {**os.environ, "TICKWORK_LOCAL_SIGNING_SECRET": SIGNING_SECRET, "PYTHONUNBUFFERED": "1"}
+    env["AWS_DEFAULT_REGION"] = LOCAL_REGION
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "TICKWORK_LOCAL_TENANTS"):
         env.pop(name, None)
+    if tenants is not None:
+        env["TICKWORK_LOCAL_TENANTS"] = tenants
     process = subprocess.Popen(
         [*tickwork_command(), "local", "--port", str(port), "--quiet", "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
@@ -95,7 +94,8 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         for line in process.stdout:
             local.output.append(line)
 
-    threading.Thread(target=read_output, daemon=True).start()
+    local.reader = threading.Thread(target=read_output, daemon=True)
+    local.reader.start()
     deadline = time.monotonic() + STARTUP_LIMIT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -103,19 +103,40 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
         try:
             with urllib.request.urlopen(f"{local.url}/v1/health", timeout=1) as response:  # noqa: S310
                 if response.status == 200 and any("AWS endpoint" in line for line in local.output):
-                    break
+                    return local
         except OSError:
             pass
         time.sleep(0.2)
-    else:
-        process.kill()
-        raise AssertionError("tickwork local was not healthy in time:\n" + "".join(local.output))
-    yield local
-    process.send_signal(signal.SIGINT)
+    process.kill()
+    raise AssertionError("tickwork local was not healthy in time:\n" + "".join(local.output))
+
+
+def stop_local(local: Local, *, within: float = 5.0) -> float:
+    """Ctrl-C, as a person would; returns how long it took to stop."""
+    started = time.monotonic()
+    local.process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=10)
+        local.process.wait(timeout=within)
     except subprocess.TimeoutExpired:
-        process.kill()
+        local.process.kill()
+        local.process.wait()
+    if local.reader is not None:
+        local.reader.join(timeout=5)
+    if local.process.stdout is not None:
+        local.process.stdout.close()
+    return time.monotonic() - started
+
+
+@pytest.fixture(scope="session")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local]:
+    tenants = ",".join(f"{tenant}:{token}" for tenant, token in TOKENS.items())
+    running = start_local(tmp_path_factory.mktemp("tickwork-local"), tenants=tenants)
+    yield running
+    took = stop_local(running)
+    assert running.process.returncode == 0, "tickwork local did not stop cleanly:\n" + "".join(
+        running.output[-20:]
+    )
+    assert took < 5, f"stopping took {took:.1f} s"
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 from tickwork import tables
 from tickwork.targets import verify_signature
+from tickwork_local.stack import LOCAL_REGION
 
 from tests.e2e.conftest import SIGNING_SECRET, Local, wait_for
 from tests.support.engine import Receiver
@@ -130,7 +131,7 @@ def test_retries_after_503s_then_a_dead_run_in_the_dead_letter_queue(
     sqs = boto3.client(
         "sqs",
         endpoint_url=local.moto_endpoint,
-        region_name="us-east-1",
+        region_name=LOCAL_REGION,
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
@@ -168,3 +169,74 @@ def test_bad_input_is_a_4xx_naming_the_field(local: Local, receiver: Receiver) -
         got_status, got = local.call("POST", "/v1/jobs", body=body)
         assert (got_status, got["error"]["field"]) == (status, field), got
     assert local.call("GET", "/v1/jobs?limit=1")[0] == 200
+
+
+def test_the_cli_json_output_for_create_list_and_runs(local: Local, receiver: Receiver) -> None:
+    import json
+    import subprocess
+
+    from tests.e2e.conftest import TOKENS, tickwork_command
+
+    def cli(*args: str) -> Any:
+        result = subprocess.run(
+            [*tickwork_command(), "--api-url", local.url, "--token", TOKENS["acme"], "--json", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    created = cli(
+        "jobs",
+        "create",
+        "--name",
+        f"cli-{uuid.uuid4().hex[:8]}",
+        "--rate",
+        "1",
+        "--url",
+        receiver.url("/cli"),
+    )
+    assert created["status"] == "ACTIVE"
+    listed = cli("jobs", "list")
+    assert created["job_id"] in {item["job_id"] for item in listed["items"]}
+    wait_for(lambda: receiver.for_path("/cli"), timeout=5)
+    runs = wait_for(
+        lambda: [
+            run for run in cli("jobs", "runs", created["job_id"])["items"] if run["status"] == "SUCCEEDED"
+        ],
+        timeout=5,
+    )
+    assert runs and runs[0]["job_id"] == created["job_id"]
+    cli("jobs", "cancel", created["job_id"])
+
+
+def test_default_tenant_and_state_kept_across_a_restart(tmp_path: Any, receiver: Receiver) -> None:
+    import re
+
+    from tests.e2e.conftest import start_local, stop_local
+
+    # Given a local stack with no tenants configured, keeping its state in a data directory
+    first = start_local(tmp_path, tenants=None)
+    try:
+        banner = "".join(first.output)
+        found = re.search(r"tenant default: token (\S+)", banner)
+        assert found is not None, banner
+        assert "curl -s -X POST" in banner
+        token = found.group(1)
+        far = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        body = job(receiver, "/kept", {"type": "once", "at": far})
+        status, created = first.call("POST", "/v1/jobs", token=token, body=body)
+        assert status == 201
+    finally:
+        assert stop_local(first) < 5
+    # When it starts again on the same directory
+    second = start_local(tmp_path, tenants=None)
+    try:
+        # Then the same token works and the job is still there
+        assert f"tenant default: token {token}" in "".join(second.output)
+        status, kept = second.call("GET", f"/v1/jobs/{created['job_id']}", token=token)
+        assert (status, kept["name"]) == (200, created["name"])
+    finally:
+        stop_local(second)
