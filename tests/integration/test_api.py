@@ -137,7 +137,12 @@ def test_list_filters_by_status_and_hides_cancelled_by_default(api: ApiGateway) 
 
 # --- patch --------------------------------------------------------------------------------------------------
 def test_patch_changes_only_the_given_fields_and_recomputes_next_fire(api: ApiGateway, dynamodb: Any) -> None:
-    job = create(api, retry={"max_attempts": 7, "jitter": "equal"}, tags={"team": "a"})
+    job = create(
+        api,
+        schedule={"type": "cron", "expression": "0 3 1 1 *", "timezone": "Europe/Paris"},
+        retry={"max_attempts": 7, "jitter": "equal"},
+        tags={"team": "a"},
+    )
     response = api.request(
         "PATCH",
         f"/v1/jobs/{job['job_id']}",
