@@ -35,6 +35,7 @@ from tickwork.domain.models import (
     Attempt,
     Job,
     JobStatus,
+    OnceSchedule,
     Run,
     RunMessage,
     RunStatus,
@@ -150,8 +151,10 @@ class RunExecutor:
         if wait > 0:
             self.sleep(wait)  # never early: SQS delays are whole seconds, rounded down
 
+        # A one-time job has a single fire, so nothing can overlap it: skip the index query.
         if (
             run.trigger == "schedule"
+            and not isinstance(job.schedule, OnceSchedule)
             and job.overlap_policy != "allow"
             and run.status is not RunStatus.RUNNING
         ):
