@@ -87,3 +87,33 @@ def test_worker_handler_reports_a_held_back_message_as_failed(deployed: Any, rec
     response = worker(event, LambdaContext(function_name="tickwork-worker"))
     assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
     assert receiver.for_path("/l") == []
+
+
+def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, receiver: Receiver) -> None:
+    from tickwork_local.stack import LocalStack
+
+    stack = LocalStack(
+        host="127.0.0.1", port=0, quiet=False, data_dir=None, log_file=None, tick_seconds=1, workers=1
+    )
+    current = runtime()
+    current.metrics = stack.metrics
+    spec = JobSpec.model_validate(
+        {
+            "name": "status",
+            "schedule": {"type": "once", "at": datetime.now(UTC).isoformat()},
+            "target": {"type": "http", "url": receiver.url("/status")},
+        }
+    )
+    current.service.create_job("acme", spec, datetime.now(UTC))
+    before = stack.status_line()
+    assert "jobs active 1" in before
+    assert "queue depth 1" in before
+    message = current.sqs.receive_message(QueueUrl=current.queue.queue_url)["Messages"][0]
+    current.executor().handle(
+        __import__("tickwork.domain.models", fromlist=["RunMessage"]).RunMessage.model_validate_json(
+            message["Body"]
+        )
+    )
+    after = stack.status_line()
+    assert "started 1, succeeded 1, failed 0" in after
+    assert "lag p50 None" not in after
