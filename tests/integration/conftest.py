@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ class Engine:
 
     def dead_letters(self) -> list[dict[str, Any]]:
         url = self.sqs.get_queue_url(QueueName=tables.DEAD_RUN_QUEUE.default_name)["QueueUrl"]
-        return [__import__("json").loads(m["Body"]) for m in receive(self.sqs, url)]
+        return [json.loads(m["Body"]) for m in receive(self.sqs, url)]
 
 
 @pytest.fixture

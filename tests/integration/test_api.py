@@ -10,7 +10,7 @@ import pytest
 from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts, scan_all
-from tests.support.apigw import ApiGateway, load_event
+from tests.support.apigw import ApiGateway, LambdaContext, load_event
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 
@@ -408,9 +408,7 @@ def test_requests_without_a_valid_token_are_401(api: ApiGateway, authorization: 
 def test_handler_refuses_an_event_without_authorizer_context(api: ApiGateway) -> None:
     event = load_event("api_list_jobs.json")
     event["requestContext"]["authorizer"] = None
-    response = api.api_handler(
-        event, __import__("tests.support.apigw", fromlist=["LambdaContext"]).LambdaContext()
-    )
+    response = api.api_handler(event, LambdaContext())
     assert response["statusCode"] == 401
     assert json.loads(response["body"])["error"]["code"] == "unauthorized"
 

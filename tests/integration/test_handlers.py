@@ -9,7 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from tickwork import tables
-from tickwork.domain.models import JobSpec, RunStatus
+from tickwork.domain.models import JobSpec, RunMessage, RunStatus
 from tickwork.runtime import runtime
 
 from tests.conftest import seed_tenant
@@ -109,11 +109,7 @@ def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, re
     assert "jobs active 1" in before
     assert "queue depth 1" in before
     message = current.sqs.receive_message(QueueUrl=current.queue.queue_url)["Messages"][0]
-    current.executor().handle(
-        __import__("tickwork.domain.models", fromlist=["RunMessage"]).RunMessage.model_validate_json(
-            message["Body"]
-        )
-    )
+    current.executor().handle(RunMessage.model_validate_json(message["Body"]))
     after = stack.status_line()
     assert "started 1, succeeded 1, failed 0" in after
     assert "lag p50 None" not in after
