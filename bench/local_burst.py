@@ -68,7 +68,12 @@ class Arrivals:
 def start_local(port: int) -> subprocess.Popen[str]:
     command = [str(Path(sys.executable).with_name("tickwork")), "local", "--port", str(port), "--quiet"]
     env = {**os.environ, "TICKWORK_LOCAL_TENANTS": f"bench:{TOKEN}", "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)  # noqa: S603
+    # Its output goes to a file: an unread pipe would fill up and block it.
+    output = (ROOT / ".tickwork").joinpath("bench-local.out")
+    output.parent.mkdir(exist_ok=True)
+    process = subprocess.Popen(  # noqa: S603 - our own command
+        command, stdout=output.open("w"), stderr=subprocess.STDOUT, text=True, env=env
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

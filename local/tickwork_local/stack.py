@@ -118,6 +118,17 @@ class LocalStack:
         self.threads: list[threading.Thread] = []
 
     # --- set-up -------------------------------------------------------------------------------------------
+    def configure_clients(self) -> None:
+        """Every boto3 client of this process comes from the default session: make its DynamoDB calls
+        atomic with respect to each other, as they are against the real service."""
+        import boto3
+
+        from tickwork_local.atomic import serialise_dynamodb
+
+        boto3.setup_default_session()
+        assert boto3.DEFAULT_SESSION is not None
+        serialise_dynamodb(boto3.DEFAULT_SESSION.events)
+
     def configure_environment(self, endpoint: str) -> None:
         os.environ.update(
             AWS_ENDPOINT_URL=endpoint,
@@ -143,6 +154,11 @@ class LocalStack:
             for handler in logging.getLogger(name).handlers:
                 if isinstance(handler, logging.StreamHandler):
                     handler.setStream(stream)
+        # Powertools' own warnings (batch failures and the like) would otherwise reach stderr.
+        library_handler = logging.StreamHandler(stream)
+        library = logging.getLogger("aws_lambda_powertools")
+        library.addHandler(library_handler)
+        library.propagate = False
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto server request lines
 
@@ -343,6 +359,7 @@ class LocalStack:
             sys.path.insert(0, str(REPOSITORY))
         with moto_server(self.host if self.host != "0.0.0.0" else "127.0.0.1") as endpoint:  # noqa: S104
             self.configure_environment(endpoint)
+            self.configure_clients()
             from tickwork.runtime import runtime
 
             from functions.api.handler import lambda_handler as api_handler

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from tickwork_local.atomic import serialise_dynamodb
 
 
 class FakeClock:
@@ -167,16 +168,5 @@ def start_receiver() -> Iterator[Receiver]:
 
 
 def make_requests_atomic(client: Any) -> None:
-    """DynamoDB applies each request atomically (a conditional write or a transaction sees no other write
-    half-done); moto in process does not lock. Serialising the client's calls restores that guarantee."""
-    lock = threading.RLock()
-
-    def acquire(**_: Any) -> None:
-        lock.acquire()
-
-    def release(**_: Any) -> None:
-        lock.release()
-
-    client.meta.events.register("before-call.dynamodb", acquire)
-    client.meta.events.register("after-call.dynamodb", release)
-    client.meta.events.register("after-call-error.dynamodb", release)
+    """moto in process does not lock; see ``tickwork_local.atomic``."""
+    serialise_dynamodb(client.meta.events)

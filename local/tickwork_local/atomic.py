@@ -1,0 +1,25 @@
+"""DynamoDB applies each request atomically; moto (in process or as a server) does not lock, so two
+conditional writes racing in threads can both pass. Serialising the process's DynamoDB calls restores the
+guarantee tickwork relies on (and avoids moto's own races between threads)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_LOCK = threading.RLock()
+
+
+def _acquire(**_: Any) -> None:
+    _LOCK.acquire()
+
+
+def _release(**_: Any) -> None:
+    _LOCK.release()
+
+
+def serialise_dynamodb(events: Any) -> None:
+    """Register on a client's ``meta.events``, or on a botocore session's events for every client it makes."""
+    events.register("before-call.dynamodb", _acquire)
+    events.register("after-call.dynamodb", _release)
+    events.register("after-call-error.dynamodb", _release)
