@@ -454,3 +454,36 @@ def test_a_body_that_is_not_json_is_refused(api: ApiGateway, dynamodb: Any) -> N
     assert response.body["error"]["code"] == "unsupported_content_type"
     assert response.body["error"]["field"] == "Content-Type"
     assert item_counts(dynamodb) == before
+
+
+def test_patching_the_schedule_cancels_planned_fires_it_no_longer_has(api: ApiGateway) -> None:
+    # Given a job every 60 s, whose next five fires are planned
+    job = create(api, schedule={"type": "rate", "every_seconds": 60})
+    manual = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
+    planned = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
+    assert len([run for run in planned if run["trigger"] == "schedule"]) == 5
+    # When it becomes every 120 s from a start that keeps every other fire
+    first_fire = min(run["scheduled_for"] for run in planned if run["trigger"] == "schedule")
+    response = api.request(
+        "PATCH",
+        f"/v1/jobs/{job['job_id']}",
+        token=ACME,
+        body={"schedule": {"every_seconds": 120, "start_at": first_fire}},
+    )
+    assert response.status == 200, response.body
+    # Then the fires the new schedule has stay planned, the others are cancelled, the manual run goes on
+    runs = {
+        run["run_id"]: run
+        for run in api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
+    }
+    scheduled = sorted(
+        (run for run in runs.values() if run["trigger"] == "schedule"), key=lambda run: run["scheduled_for"]
+    )
+    assert [(run["status"], run["reason"]) for run in scheduled[:5]] == [
+        ("PLANNED", None),
+        ("CANCELLED", "schedule_changed"),
+        ("PLANNED", None),
+        ("CANCELLED", "schedule_changed"),
+        ("PLANNED", None),
+    ]
+    assert runs[manual["run_id"]]["status"] == "PLANNED"

@@ -30,7 +30,7 @@ from tickwork.domain.models import (
 )
 from tickwork.domain.patch import merge_patch
 from tickwork.domain.ports import JobStore, Page, RunDispatcher, RunStore, TenantStore
-from tickwork.domain.schedule import AnySchedule, next_fire_time, next_fire_times
+from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
 from tickwork.domain.targets import check_http_target
 from tickwork.errors import InvalidSchedule, InvalidState, VersionConflict
 from tickwork.planning import JobPlanner
@@ -125,6 +125,7 @@ class JobService:
         )
         if spec.schedule != job.schedule:
             updated = updated.model_copy(update={"next_fire_at": first_fire(updated, now)})
+            self._drop_runs_of_the_old_schedule(job, updated, now)
         previous_name = job.name if spec.name != job.name else None
         self.jobs.save(updated, expected_version=job.version, previous_name=previous_name)
         return self._details(self._plan(updated, now), now)
@@ -257,6 +258,25 @@ class JobService:
         if not result.cursor_advanced:
             return self.jobs.get(job.tenant_id, job.job_id)
         return job.model_copy(update={"next_fire_at": result.next_fire_at})
+
+    def _drop_runs_of_the_old_schedule(self, old: Job, new: Job, now: datetime) -> None:
+        """Fires already planned from the old schedule, still ahead and not fires of the new one, are
+        CANCELLED (reason ``schedule_changed``). Past fires still retrying, and manual runs, go on."""
+        if old.next_fire_at is None or old.next_fire_at <= now:
+            return
+        still_wanted = set(
+            fire_times_between(
+                new.schedule, now, old.next_fire_at, anchor=first_fire_anchor(new), limit=10_000
+            )
+        )
+        self.runs.cancel_not_started(
+            old.tenant_id,
+            old.job_id,
+            since=now,
+            now=now,
+            reason="schedule_changed",
+            keep=lambda run: run.trigger == "manual" or run.scheduled_for in still_wanted,
+        )
 
     def _details(self, job: Job, now: datetime, last_run: Run | None = None) -> JobDetails:
         upcoming = None

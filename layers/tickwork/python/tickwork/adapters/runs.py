@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -125,7 +126,16 @@ class DynamoRunStore:
             raise
         return True
 
-    def cancel_not_started(self, tenant_id: str, job_id: str, *, since: datetime, now: datetime) -> int:
+    def cancel_not_started(
+        self,
+        tenant_id: str,
+        job_id: str,
+        *,
+        since: datetime,
+        now: datetime,
+        reason: str = "job_cancelled",
+        keep: Callable[[Run], bool] | None = None,
+    ) -> int:
         query = Update()
         job, at, status = (
             query.name(tables.RUNS_JOB_KEY),
@@ -144,10 +154,11 @@ class DynamoRunStore:
             ExpressionAttributeNames=names_and_values["ExpressionAttributeNames"],
             ExpressionAttributeValues=names_and_values["ExpressionAttributeValues"],
         )
+        runs = (run_from_item(item) for page in pages for item in page["Items"])
         return sum(
-            self.close_unstarted(tenant_id, item["run_id"]["S"], RunStatus.CANCELLED, "job_cancelled", now)
-            for page in pages
-            for item in page["Items"]
+            self.close_unstarted(tenant_id, run.run_id, RunStatus.CANCELLED, reason, now)
+            for run in runs
+            if keep is None or not keep(run)
         )
 
     # --- reads --------------------------------------------------------------------------------------------

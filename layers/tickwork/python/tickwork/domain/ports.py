@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -68,8 +68,18 @@ class RunStore(Protocol):
 
     def latest_started(self, tenant_id: str, job_id: str, now: datetime) -> Run | None: ...
 
-    def cancel_not_started(self, tenant_id: str, job_id: str, *, since: datetime, now: datetime) -> int:
-        """Mark the job's runs that have not started yet CANCELLED; returns how many."""
+    def cancel_not_started(
+        self,
+        tenant_id: str,
+        job_id: str,
+        *,
+        since: datetime,
+        now: datetime,
+        reason: str = "job_cancelled",
+        keep: Callable[[Run], bool] | None = None,
+    ) -> int:
+        """Mark the job's runs scheduled since ``since`` that have not started CANCELLED with ``reason``,
+        except those ``keep`` accepts; returns how many."""
 
     def reopen(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         """Put a FAILED, DEAD or ABANDONED run back to PLANNED for a new attempt. Raises InvalidState."""
