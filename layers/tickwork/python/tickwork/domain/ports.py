@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
@@ -25,11 +25,6 @@ class RunSample:
 
     status: RunStatus
     lag_ms: int | None
-
-
-@dataclass(frozen=True)
-class JobCounts:
-    by_status: dict[JobStatus, int] = field(default_factory=dict)
 
 
 class JobStore(Protocol):
