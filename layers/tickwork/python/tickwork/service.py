@@ -136,13 +136,11 @@ class JobService:
         job = self.jobs.get(tenant_id, job_id)
         self._require_not_ended(job, "pause")
         if job.status is JobStatus.ACTIVE:
-            paused = job.model_copy(
-                update={
-                    "status": JobStatus.PAUSED,
-                    "pause": PauseInfo(reason=reason, paused_at=now, paused_by=actor),
-                    "version": job.version + 1,
-                    "updated_at": now,
-                }
+            paused = next_version(
+                job,
+                now,
+                status=JobStatus.PAUSED,
+                pause=PauseInfo(reason=reason, paused_at=now, paused_by=actor),
             )
             self.jobs.save(paused, expected_version=job.version)
             job = paused
@@ -153,14 +151,7 @@ class JobService:
         job = self.jobs.get(tenant_id, job_id)
         self._require_not_ended(job, "resume")
         if job.status is JobStatus.PAUSED:
-            resumed = job.model_copy(
-                update={
-                    "status": JobStatus.ACTIVE,
-                    "pause": None,
-                    "version": job.version + 1,
-                    "updated_at": now,
-                }
-            )
+            resumed = next_version(job, now, status=JobStatus.ACTIVE, pause=None)
             self.jobs.save(resumed, expected_version=job.version)
             job = self._plan(resumed, now)
         return self._details(job, now)
@@ -169,14 +160,7 @@ class JobService:
         """Runs not yet started become CANCELLED; an attempt already running finishes."""
         job = self.jobs.get(tenant_id, job_id)
         if job.status is not JobStatus.CANCELLED:
-            cancelled = job.model_copy(
-                update={
-                    "status": JobStatus.CANCELLED,
-                    "cancelled_at": now,
-                    "version": job.version + 1,
-                    "updated_at": now,
-                }
-            )
+            cancelled = next_version(job, now, status=JobStatus.CANCELLED, cancelled_at=now)
             self.jobs.cancel(cancelled, expected_version=job.version)
             oldest_open = now - timedelta(seconds=job.retry.max_age_seconds) - self.planner.horizon
             self.runs.cancel_not_started(tenant_id, job_id, since=oldest_open, now=now)
@@ -288,6 +272,11 @@ class JobService:
     def _require_not_ended(job: Job, action: str) -> None:
         if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
             raise InvalidState(f"a {job.status.value.lower()} job cannot {action}", job_status=job.status)
+
+
+def next_version(job: Job, now: datetime, **changes: object) -> Job:
+    """The job with ``changes``, as the tenant's next version of it."""
+    return job.model_copy(update={**changes, "version": job.version + 1, "updated_at": now})
 
 
 def first_fire(job: Job, now: datetime) -> datetime:

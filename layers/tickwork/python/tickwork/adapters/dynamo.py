@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 
 from tickwork.errors import InvalidInput
 
@@ -57,6 +58,17 @@ def decode_cursor(cursor: str, *, expected: Mapping[str, Any], fields: tuple[str
     ):
         raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor")
     return to_item(decoded)
+
+
+def update_if(client: Any, **request: Any) -> bool:
+    """A conditional ``UpdateItem``: True when it was applied, False when its condition did not hold."""
+    try:
+        client.update_item(**request)
+    except ClientError as error:
+        if is_conditional_failure(error):
+            return False
+        raise
+    return True
 
 
 def is_conditional_failure(error: Exception) -> bool:

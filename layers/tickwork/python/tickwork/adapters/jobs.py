@@ -17,6 +17,7 @@ from tickwork.adapters.dynamo import (
     from_item,
     is_conditional_failure,
     to_item,
+    update_if,
 )
 from tickwork.adapters.expressions import Update
 from tickwork.domain.models import Job, JobSpec, JobStatus
@@ -162,15 +163,9 @@ class DynamoJobStore:
         return self._try_update(job, update)
 
     def _try_update(self, job: Job, update: Update) -> bool:
-        try:
-            self.client.update_item(
-                TableName=self.table, Key=self._key(job.tenant_id, job.job_id), **update.expression()
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(
+            self.client, TableName=self.table, Key=self._key(job.tenant_id, job.job_id), **update.expression()
+        )
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, job_id: str) -> Job:

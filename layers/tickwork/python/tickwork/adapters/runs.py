@@ -16,6 +16,7 @@ from tickwork.adapters.dynamo import (
     from_item,
     is_conditional_failure,
     to_item,
+    update_if,
 )
 from tickwork.adapters.expressions import Update
 from tickwork.adapters.jobs import collect_page
@@ -116,15 +117,9 @@ class DynamoRunStore:
         update = Update().set(status=status.value, reason=reason, finished_at=to_rfc3339(now))
         update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
         update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
-        try:
-            self.client.update_item(
-                TableName=self.table, Key=self._key(tenant_id, run_id), **update.expression()
-            )
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(
+            self.client, TableName=self.table, Key=self._key(tenant_id, run_id), **update.expression()
+        )
 
     def cancel_not_started(
         self,
@@ -422,13 +417,7 @@ class DynamoRunLeases:
         update.where(f"{token} = {update.value(run.fencing_token)}")
 
     def _try(self, request: dict[str, Any]) -> bool:
-        try:
-            self.client.update_item(**request)
-        except ClientError as error:
-            if is_conditional_failure(error):
-                return False
-            raise
-        return True
+        return update_if(self.client, **request)
 
     def _try_transaction(self, items: list[Any]) -> bool:
         try:
