@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit run bench openapi clean
+.PHONY: install test lint typecheck unit run bench soak synth build openapi clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,local]'
+	$(BIN)/pip install --quiet -e '.[dev,local,infra,bench]'
 	touch $(STAMP)
 
 lint: install
@@ -32,8 +32,14 @@ openapi: install
 run: install
 	$(BIN)/tickwork local
 
+# Benchmarks rewrite docs/benchmarks.md; they are never timed assertions in `make test`.
 bench: install
-	$(BIN)/python -m bench.local_burst --jobs 200
+	$(BIN)/python -m bench
+
+# Long reliability runs; their figures go to docs/reliability.md.
+soak: install
+	$(BIN)/python -m bench.soak
+	$(BIN)/python -m bench.fuzz_api
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
