@@ -36,8 +36,8 @@ class Settings(BaseModel):
         return timedelta(seconds=self.planner_horizon_seconds)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Read ``TICKWORK_*`` variables; the table and queue variables come from ``tickwork.tables``."""
+    def env_names(cls) -> dict[str, str]:
+        """Each field's environment variable; the table and queue ones come from ``tickwork.tables``."""
         names = {
             "jobs_table": tables.JOBS.env_var,
             "runs_table": tables.RUNS.env_var,
@@ -48,5 +48,19 @@ class Settings(BaseModel):
         }
         for field in cls.model_fields:
             names.setdefault(field, f"TICKWORK_{field.upper()}")
-        values = {field: environ[env] for field, env in names.items() if env in environ}
+        return names
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read ``TICKWORK_*`` variables."""
+        values = {field: environ[env] for field, env in cls.env_names().items() if env in environ}
         return cls.model_validate(values)
+
+    def to_env(self) -> dict[str, str]:
+        """The variables that :meth:`from_env` reads back into these settings; the CDK stack sets them."""
+        values = self.model_dump(mode="json", exclude_none=True)
+        return {
+            env: str(values[field]).lower() if isinstance(values[field], bool) else str(values[field])
+            for field, env in self.env_names().items()
+            if field in values
+        }

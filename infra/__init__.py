@@ -1,0 +1,1 @@
+"""The CDK app that deploys tickwork: `cdk deploy` (see the README's Deploy section)."""

@@ -1,0 +1,161 @@
+"""Stage settings for the CDK app: typed, validated, and overridable by CDK context.
+
+`cdk.json` holds the defaults under the ``tickwork`` context key; any field can be overridden on the command
+line with ``-c tickwork:<field>=<value>`` (lists as JSON or comma-separated).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from tickwork import tables
+
+CONTEXT_KEY = "tickwork"
+CONTEXT_PREFIX = "tickwork:"
+
+# Services the worker can call, and the IAM action each needs.
+TARGET_ACTIONS: Mapping[str, str] = {
+    "sqs": "sqs:SendMessage",
+    "lambda": "lambda:InvokeFunction",
+    "events": "events:PutEvents",
+    "states": "states:StartExecution",
+}
+TARGET_ARN_PATTERN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*|\*):(?P<service>sqs|lambda|events|states):"
+    r"(?P<region>[a-z0-9-]+|\*):(?P<account>[0-9]{12}|\*):(?P<resource>.+)$"
+)
+# CloudWatch Logs accepts only these retention periods (days), named as CDK's RetentionDays names them.
+LOG_RETENTION_DAYS: Mapping[int, str] = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,19}$")]
+
+
+class ConfigError(ValueError):
+    """The CDK context does not describe a valid stage."""
+
+
+class StageConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: StageName = "dev"
+
+    # planner
+    due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
+    planner_groups: int = Field(1, ge=1, le=64, description="EventBridge rules, each owning disjoint shards")
+    planner_horizon_seconds: int = Field(300, ge=60, le=900)
+    planner_max_jobs_per_tick: int = Field(5000, ge=1)
+    planner_memory_mb: int = Field(1024, ge=128, le=10240)
+    planner_timeout_seconds: int = Field(60, ge=10, le=300)
+
+    # worker
+    worker_batch_size: int = Field(10, ge=1, le=100)
+    worker_max_concurrency: int = Field(50, ge=2, le=1000)
+    worker_memory_mb: int = Field(512, ge=128, le=10240)
+    worker_timeout_seconds: int = Field(120, ge=10, le=900)
+    max_receive_count: int = Field(5, ge=1, le=1000)
+    lease_margin_seconds: int = Field(30, ge=1, le=900)
+
+    # api
+    api_memory_mb: int = Field(512, ge=128, le=10240)
+    api_timeout_seconds: int = Field(29, ge=3, le=29)
+    api_rate_limit: float = Field(200, gt=0, description="steady requests per second for the whole API")
+    api_burst_limit: int = Field(400, ge=1)
+    authorizer_cache_seconds: int = Field(300, ge=0, le=3600)
+
+    # data and targets
+    run_retention_days: int = Field(90, ge=1, le=3650)
+    log_retention_days: int = 30
+    allowed_target_arns: tuple[str, ...] = ()
+    allow_private_targets: bool = False
+
+    # alarms
+    alarm_email: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] | None = None
+    queue_age_alarm_seconds: int = Field(600, ge=60)
+    trigger_lag_alarm_ms: int = Field(5000, ge=1)
+
+    @field_validator("allowed_target_arns", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = value.strip()
+            if value.startswith("["):
+                return json.loads(value)
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("allowed_target_arns")
+    @classmethod
+    def _target_arns(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        for pattern in patterns:
+            if not TARGET_ARN_PATTERN.match(pattern):
+                raise ValueError(
+                    f"{pattern!r} is not an ARN pattern of an SQS queue, Lambda function, EventBridge bus "
+                    "or Step Functions state machine"
+                )
+        return patterns
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, days: int) -> int:
+        if days not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs retention must be one of {sorted(LOG_RETENTION_DAYS)} days")
+        return days
+
+    @property
+    def target_grants(self) -> dict[str, list[str]]:
+        """The IAM action for each service the patterns name, with the patterns for it."""
+        grants: dict[str, list[str]] = {}
+        for pattern in self.allowed_target_arns:
+            match = TARGET_ARN_PATTERN.match(pattern)
+            assert match is not None  # checked by the validator
+            grants.setdefault(TARGET_ACTIONS[match["service"]], []).append(pattern)
+        return grants
+
+    def shard_groups(self) -> list[list[int]]:
+        """Disjoint shard sets, one per planner rule, covering every shard."""
+        groups = min(self.planner_groups, self.due_shards)
+        return [list(range(group, self.due_shards, groups)) for group in range(groups)]
+
+    @classmethod
+    def from_context(cls, try_get_context: Any) -> StageConfig:
+        """Build from ``node.try_get_context``: the ``tickwork`` object, then ``tickwork:<field>`` keys."""
+        values: dict[str, Any] = dict(try_get_context(CONTEXT_KEY) or {})
+        for field in cls.model_fields:
+            override = try_get_context(f"{CONTEXT_PREFIX}{field}")
+            if override is not None:
+                values[field] = override
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{CONTEXT_PREFIX}{'.'.join(str(part) for part in issue['loc'])}: {issue['msg']}"
+                for issue in error.errors()
+            )
+            raise ConfigError(f"invalid tickwork settings: {problems}") from None

@@ -1,0 +1,208 @@
+"""TickworkStack: storage, functions, API, planner, worker and monitoring, with the grants between them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+from tickwork import tables
+from tickwork.config import Settings
+
+from infra.api import Api
+from infra.config import StageConfig
+from infra.functions import ARCHITECTURE, ASSET_EXCLUDES, REPO_ROOT, RUNTIME, TickworkFunction
+from infra.monitoring import Monitoring
+from infra.planner import Planner, planner_concurrency
+from infra.storage import Storage
+from infra.worker import Worker
+
+TICKWORK_LAYER_DIR = REPO_ROOT / "layers" / "tickwork"
+
+
+class TickworkStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        dependencies_layer_dir: Path,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        self.config = config
+        self.key = kms.Key(
+            self,
+            "DataKey",
+            description=f"tickwork {config.stage}: function logs and the alarm topic",
+            enable_key_rotation=True,
+        )
+        self._let_services_use_key()
+        self.storage = Storage(self, "Storage", config=config)
+
+        layers: list[lambda_.ILayerVersion] = [
+            lambda_.LayerVersion(
+                self,
+                "DependenciesLayer",
+                description="tickwork's third-party runtime dependencies (make build)",
+                code=lambda_.Code.from_asset(str(dependencies_layer_dir)),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+            ),
+            lambda_.LayerVersion(
+                self,
+                "TickworkLayer",
+                description="the tickwork package",
+                code=lambda_.Code.from_asset(str(TICKWORK_LAYER_DIR), exclude=ASSET_EXCLUDES),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+            ),
+        ]
+        environment = self._settings().to_env()
+        if config.allowed_target_arns:
+            environment["TICKWORK_ALLOWED_TARGET_ARNS"] = ",".join(config.allowed_target_arns)
+
+        def function(
+            name: str, description: str, *, memory_mb: int, timeout_seconds: int, reserved: int | None = None
+        ) -> TickworkFunction:
+            return TickworkFunction(
+                self,
+                f"{name.capitalize()}Function",
+                name=name,
+                description=description,
+                config=config,
+                layers=layers,
+                environment=environment,
+                memory_mb=memory_mb,
+                timeout_seconds=timeout_seconds,
+                log_key=self.key,
+                reserved_concurrency=reserved,
+            )
+
+        self.api_function = function(
+            "api", "tickwork HTTP API", memory_mb=config.api_memory_mb, timeout_seconds=config.api_timeout_seconds
+        )
+        self.authorizer_function = function("authorizer", "tickwork token authorizer", memory_mb=256, timeout_seconds=10)
+        self.planner_function = function(
+            "planner",
+            "tickwork planner: plans due jobs, sweeps open runs",
+            memory_mb=config.planner_memory_mb,
+            timeout_seconds=config.planner_timeout_seconds,
+            reserved=planner_concurrency(config),
+        )
+        self.worker_function = function(
+            "worker",
+            "tickwork worker: leases runs, calls targets",
+            memory_mb=config.worker_memory_mb,
+            timeout_seconds=config.worker_timeout_seconds,
+        )
+
+        self.api = Api(
+            self,
+            "Http",
+            config=config,
+            handler=self.api_function.function,
+            authorizer_function=self.authorizer_function.function,
+            log_key=self.key,
+        )
+        self.planner = Planner(self, "Planner", config=config, function=self.planner_function.function)
+        self.worker = Worker(
+            self, "Worker", config=config, function=self.worker_function.function, run_queue=self.storage.run_queue
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            key=self.key,
+            planner=self.planner_function.function,
+            worker=self.worker_function.function,
+            api=self.api_function.function,
+            run_queue=self.storage.run_queue,
+            run_dlq=self.storage.run_dlq,
+            dead_run_queue=self.storage.dead_run_queue,
+        )
+        self._grant()
+
+        CfnOutput(self, "ApiUrl", value=self.api.url, description="Base URL of the tickwork API")
+        CfnOutput(
+            self,
+            "TenantsTableName",
+            value=self.storage.tenants.table_name,
+            description="For `tickwork tenants create` (TICKWORK_TENANTS_TABLE)",
+        )
+        CfnOutput(self, "DeadRunQueueUrl", value=self.storage.dead_run_queue.queue_url)
+        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn)
+
+    def _settings(self) -> Settings:
+        """The functions' settings; validated here, read back by ``Settings.from_env`` at cold start."""
+        storage, config = self.storage, self.config
+        return Settings(
+            jobs_table=storage.jobs.table_name,
+            runs_table=storage.runs.table_name,
+            tenants_table=storage.tenants.table_name,
+            idempotency_table=storage.idempotency.table_name,
+            run_queue_url=storage.run_queue.queue_url,
+            dead_run_queue_url=storage.dead_run_queue.queue_url,
+            due_shards=config.due_shards,
+            planner_horizon_seconds=config.planner_horizon_seconds,
+            planner_max_jobs_per_tick=config.planner_max_jobs_per_tick,
+            run_retention_days=config.run_retention_days,
+            lease_margin_seconds=config.lease_margin_seconds,
+            allow_private_targets=config.allow_private_targets,
+        )
+
+    def _grant(self) -> None:
+        """Each function gets its own tables, queues and actions, and nothing more."""
+        storage = self.storage
+        api = self.api_function.function
+        authorizer = self.authorizer_function.function
+        planner = self.planner_function.function
+        worker = self.worker_function.function
+
+        grant = storage.grant_table
+
+        grant(authorizer, tables.TENANTS, write=False)
+
+        for definition in tables.ALL_TABLES:
+            grant(api, definition, write=True)
+        # The API plans first fires inside the horizon at once, like the planner.
+        storage.run_queue.grant_send_messages(api)
+
+        # The sweeper gives back a tenant's in-flight slot when it abandons or requeues a lease.
+        for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
+            grant(planner, definition, write=True)
+        storage.run_queue.grant_send_messages(planner)
+
+        for definition in tables.ALL_TABLES:
+            grant(worker, definition, write=True)
+        # Retries re-send with a delay; held messages change their own visibility (the mapping grants receive).
+        storage.run_queue.grant_send_messages(worker)
+        storage.run_queue.grant(worker, "sqs:ChangeMessageVisibility")
+        storage.dead_run_queue.grant_send_messages(worker)
+
+        for action, patterns in self.config.target_grants.items():
+            worker.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=patterns))
+
+    def _let_services_use_key(self) -> None:
+        """CloudWatch Logs and alarms (publishing to the encrypted topic) need the key as well."""
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{self.partition}:logs:{self.region}:{self.account}:*"}
+                },
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+            )
+        )
