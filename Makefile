@@ -1,5 +1,7 @@
 # Everyday targets. `make test` and `make run` work on a fresh clone with only Python and pip.
 PYTHON ?= python3
+# jsii (under the CDK) warns at length on every run about these Node.js versions reaching end of life.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20,22
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -19,12 +21,23 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy layers/tickwork/python local functions tests bench
+	$(BIN)/mypy layers/tickwork/python local functions tests bench infra
 
 unit: install
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# The Lambda layer of third-party dependencies, as Linux arm64 wheels for Python 3.13 (no Docker).
+build: install
+	$(BIN)/python -m infra.build_layers
+
+# The CloudFormation template, checked by cdk-nag during synthesis and by cfn-lint after it.
+synth: build
+	rm -rf cdk.out
+	CDK_OUTDIR=cdk.out $(BIN)/python -m infra.app
+	$(BIN)/cfn-lint cdk.out/tickwork-*.template.json
+	@echo "template: $$(ls cdk.out/tickwork-*.template.json)"
 
 openapi: install
 	$(BIN)/python -m tickwork.api.openapi docs/openapi.json
@@ -42,4 +55,4 @@ soak: install
 	$(BIN)/python -m bench.fuzz_api
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build cdk.out

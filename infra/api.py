@@ -92,7 +92,10 @@ class Api(Construct):
             identity_source=apigateway.IdentitySource.header("Authorization"),
             results_cache_ttl=Duration.seconds(config.authorizer_cache_seconds),
         )
-        integration = apigateway.LambdaIntegration(handler, proxy=True)
+        # One invoke permission for the whole API rather than two per method.
+        integration = apigateway.LambdaIntegration(
+            handler, proxy=True, allow_test_invoke=False, scope_permission_to_method=False
+        )
         self.methods: dict[tuple[str, str], apigateway.Method] = {}
         for path, methods in api_routes().items():
             resource = self.rest_api.root.resource_for_path(path)

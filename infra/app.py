@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
@@ -48,5 +52,13 @@ def build_app(app: cdk.App | None = None) -> tuple[cdk.App, TickworkStack]:
     return app, stack
 
 
+def cli_context(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """The context of cdk.json when run as `python -m infra.app`; the CDK CLI passes its own."""
+    if "CDK_CONTEXT_JSON" in environ:
+        return {}
+    context: dict[str, Any] = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    return context
+
+
 if __name__ == "__main__":
-    build_app()[0].synth()
+    build_app(cdk.App(context=cli_context()))[0].synth()
