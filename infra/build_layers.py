@@ -61,7 +61,11 @@ class WrongPlatform(RuntimeError):
 def wheel_tags(layer_python: Path) -> dict[str, list[str]]:
     """Each installed distribution's wheel tags, from its ``.dist-info/WHEEL`` file."""
     return {
-        wheel.parent.name: [line.split(":", 1)[1].strip() for line in wheel.read_text().splitlines() if line.startswith("Tag:")]
+        wheel.parent.name: [
+            line.split(":", 1)[1].strip()
+            for line in wheel.read_text().splitlines()
+            if line.startswith("Tag:")
+        ]
         for wheel in sorted(layer_python.glob("*.dist-info/WHEEL"))
     }
 
@@ -103,7 +107,9 @@ def build(layer_dir: Path = DEPENDENCIES_LAYER_DIR) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=DEPENDENCIES_LAYER_DIR, help="layer directory to write")
     args = parser.parse_args(argv)
     layer = build(args.out)

@@ -15,6 +15,7 @@ from tickwork.observability import NAMESPACE, SERVICE
 
 from infra.config import StageConfig
 
+AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
 # Powertools adds the service dimension to every metric it publishes.
@@ -22,7 +23,9 @@ DIMENSIONS = {"service": SERVICE}
 RUN_OUTCOMES = ("RunsSucceeded", "RunsRetried", "RunsFailed", "RunsDead", "RunsMissed", "RunsSkipped")
 
 
-def tickwork_metric(name: str, *, statistic: str, period: Duration = MINUTE, label: str | None = None) -> cloudwatch.Metric:
+def tickwork_metric(
+    name: str, *, statistic: str, period: Duration = MINUTE, label: str | None = None
+) -> cloudwatch.Metric:
     return cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=name,
@@ -63,7 +66,7 @@ class Monitoring(Construct):
             "RunDlqNotEmpty",
             run_dlq.metric_approximate_number_of_messages_visible(period=MINUTE, statistic="Maximum"),
             threshold=1,
-            description="Run messages the worker could not process after every delivery (see docs/operations.md).",
+            description="Run messages the worker could not process after every delivery.",
         )
         self._alarm(
             "DeadRunsNotEmpty",
@@ -129,7 +132,9 @@ class Monitoring(Construct):
             ),
             cloudwatch.GraphWidget(
                 title="Run queue",
-                left=[run_queue.metric_approximate_number_of_messages_visible(period=MINUTE, label="visible")],
+                left=[
+                    run_queue.metric_approximate_number_of_messages_visible(period=MINUTE, label="visible")
+                ],
                 right=[run_queue.metric_approximate_age_of_oldest_message(period=MINUTE, label="oldest (s)")],
                 width=8,
             ),
@@ -137,7 +142,9 @@ class Monitoring(Construct):
                 title="Dead letters",
                 left=[
                     run_dlq.metric_approximate_number_of_messages_visible(period=MINUTE, label="run DLQ"),
-                    dead_run_queue.metric_approximate_number_of_messages_visible(period=MINUTE, label="dead runs"),
+                    dead_run_queue.metric_approximate_number_of_messages_visible(
+                        period=MINUTE, label="dead runs"
+                    ),
                 ],
                 width=8,
             ),
@@ -178,7 +185,7 @@ class Monitoring(Construct):
         *,
         threshold: float,
         description: str,
-        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        comparison: cloudwatch.ComparisonOperator = AT_LEAST,
         evaluation_periods: int = 1,
         datapoints_to_alarm: int | None = None,
         missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -198,4 +205,3 @@ class Monitoring(Construct):
         alarm.add_ok_action(actions.SnsAction(self.topic))
         self.alarms[construct_id] = alarm
         return alarm
-

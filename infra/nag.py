@@ -16,7 +16,12 @@ def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
 
 
 def suppress_reviewed_findings(stack: TickworkStack) -> None:
-    for function in (stack.api_function, stack.authorizer_function, stack.planner_function, stack.worker_function):
+    for function in (
+        stack.api_function,
+        stack.authorizer_function,
+        stack.planner_function,
+        stack.worker_function,
+    ):
         acknowledge(
             function.function,
             "L1",
@@ -45,7 +50,8 @@ def suppress_reviewed_findings(stack: TickworkStack) -> None:
             acknowledge(
                 method,
                 "COG4",
-                "Tenants are machines holding API tokens, checked by the TOKEN authorizer against SHA-256 hashes "
+                "Tenants are machines holding API tokens, checked by the TOKEN authorizer against SHA-256 "
+                "hashes "
                 "in the tenants table; a Cognito user pool does not fit machine tokens.",
             )
     acknowledge(

@@ -16,7 +16,9 @@ TICK_MAX_AGE = Duration.seconds(60)
 
 
 class Planner(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, function: lambda_.Function):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, function: lambda_.Function
+    ):
         super().__init__(scope, construct_id)
         self.function = function
         # A throttled or failed tick is not retried: the next tick redoes its work.

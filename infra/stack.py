@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -84,9 +84,14 @@ class TickworkStack(Stack):
             )
 
         self.api_function = function(
-            "api", "tickwork HTTP API", memory_mb=config.api_memory_mb, timeout_seconds=config.api_timeout_seconds
+            "api",
+            "tickwork HTTP API",
+            memory_mb=config.api_memory_mb,
+            timeout_seconds=config.api_timeout_seconds,
         )
-        self.authorizer_function = function("authorizer", "tickwork token authorizer", memory_mb=256, timeout_seconds=10)
+        self.authorizer_function = function(
+            "authorizer", "tickwork token authorizer", memory_mb=256, timeout_seconds=10
+        )
         self.planner_function = function(
             "planner",
             "tickwork planner: plans due jobs, sweeps open runs",
@@ -111,7 +116,11 @@ class TickworkStack(Stack):
         )
         self.planner = Planner(self, "Planner", config=config, function=self.planner_function.function)
         self.worker = Worker(
-            self, "Worker", config=config, function=self.worker_function.function, run_queue=self.storage.run_queue
+            self,
+            "Worker",
+            config=config,
+            function=self.worker_function.function,
+            run_queue=self.storage.run_queue,
         )
         self.monitoring = Monitoring(
             self,
@@ -179,7 +188,7 @@ class TickworkStack(Stack):
 
         for definition in tables.ALL_TABLES:
             grant(worker, definition, write=True)
-        # Retries re-send with a delay; held messages change their own visibility (the mapping grants receive).
+        # Retries re-send with a delay; held messages change their own visibility (the mapping can receive).
         storage.run_queue.grant_send_messages(worker)
         storage.run_queue.grant(worker, "sqs:ChangeMessageVisibility")
         storage.dead_run_queue.grant_send_messages(worker)
@@ -187,16 +196,24 @@ class TickworkStack(Stack):
         for action, patterns in self.config.target_grants.items():
             worker.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=patterns))
 
+    @property
+    def _log_groups_arn(self) -> str:
+        return f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
+
     def _let_services_use_key(self) -> None:
         """CloudWatch Logs and alarms (publishing to the encrypted topic) need the key as well."""
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
                 resources=["*"],
-                conditions={
-                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{self.partition}:logs:{self.region}:{self.account}:*"}
-                },
+                conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": self._log_groups_arn}},
             )
         )
         self.key.add_to_resource_policy(

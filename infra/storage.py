@@ -47,7 +47,9 @@ class Storage(Construct):
         self.run_dlq = self._queue("RunDlq")
         self.run_queue = self._queue(
             "RunQueue",
-            visibility_timeout=Duration.seconds(config.worker_timeout_seconds * VISIBILITY_PER_WORKER_TIMEOUT),
+            visibility_timeout=Duration.seconds(
+                config.worker_timeout_seconds * VISIBILITY_PER_WORKER_TIMEOUT
+            ),
             dead_letter_queue=sqs.DeadLetterQueue(
                 queue=self.run_dlq, max_receive_count=config.max_receive_count
             ),
@@ -55,11 +57,15 @@ class Storage(Construct):
         # Runs that exhausted their retries, for the operator and for tenants' tooling.
         self.dead_run_queue = self._queue("DeadRunQueue")
 
-    def grant_table(self, grantee: iam.IGrantable, definition: tables.TableDefinition, *, write: bool) -> None:
+    def grant_table(
+        self, grantee: iam.IGrantable, definition: tables.TableDefinition, *, write: bool
+    ) -> None:
         """Item actions on one table and on its named indexes, not on ``index/*``."""
         table = self.tables[definition.logical_name]
         actions = READ_ACTIONS + (WRITE_ACTIONS if write else ())
-        resources = [table.table_arn] + [f"{table.table_arn}/index/{index.name}" for index in definition.indexes]
+        resources = [table.table_arn] + [
+            f"{table.table_arn}/index/{index.name}" for index in definition.indexes
+        ]
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=list(actions), resources=resources)
         )

@@ -1,0 +1,120 @@
+"""Functions, planner rules and the worker's event source mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from aws_cdk.assertions import Match
+from tickwork.config import Settings
+
+from infra.config import LOG_RETENTION_DAYS
+from infra.planner import planner_concurrency
+from tests.infra.conftest import Synthesized
+
+FUNCTIONS = ("api_function", "authorizer_function", "planner_function", "worker_function")
+
+
+@pytest.mark.parametrize("attribute", FUNCTIONS)
+def test_functions_are_arm64_python313_traced_with_json_logs_kept_for_the_retention(
+    synthesized: Synthesized, attribute: str
+) -> None:
+    built = getattr(synthesized.stack, attribute)
+    function = synthesized.resources[synthesized.logical_id(built.function)]["Properties"]
+    log_group = synthesized.resources[synthesized.logical_id(built.log_group)]["Properties"]
+
+    assert function["Runtime"] == "python3.13"
+    assert function["Architectures"] == ["arm64"]
+    assert function["TracingConfig"] == {"Mode": "Active"}
+    assert function["LoggingConfig"]["LogFormat"] == "JSON"
+    assert function["LoggingConfig"]["LogGroup"] == {"Ref": synthesized.logical_id(built.log_group)}
+    assert function["Handler"] == "handler.lambda_handler"
+    assert len(function["Layers"]) == 2
+    assert log_group["RetentionInDays"] == synthesized.stack.config.log_retention_days
+    assert synthesized.stack.config.log_retention_days in LOG_RETENTION_DAYS
+
+
+def test_functions_read_back_the_stage_settings(full_stack: Synthesized) -> None:
+    config = full_stack.stack.config
+    function = full_stack.resources[full_stack.logical_id(full_stack.stack.worker_function.function)]
+    environment = function["Properties"]["Environment"]["Variables"]
+    # Table and queue names are tokens until deployment; stand in for them to read the settings back.
+    plain = {
+        name: value if isinstance(value, str) else f"resolved-{name}" for name, value in environment.items()
+    }
+    settings = Settings.from_env(plain)
+    assert settings.due_shards == config.due_shards
+    assert settings.planner_horizon_seconds == config.planner_horizon_seconds
+    assert settings.lease_margin_seconds == config.lease_margin_seconds
+    assert settings.run_retention_days == config.run_retention_days
+    assert settings.allow_private_targets is False
+    assert environment["TICKWORK_RUN_QUEUE_URL"] == {
+        "Ref": full_stack.logical_id(full_stack.stack.storage.run_queue)
+    }
+    assert environment["TICKWORK_ALLOWED_TARGET_ARNS"] == ",".join(config.allowed_target_arns)
+
+
+def test_memory_and_timeouts_come_from_the_config(full_stack: Synthesized) -> None:
+    config, stack = full_stack.stack.config, full_stack.stack
+    for built, memory, timeout in (
+        (stack.api_function, config.api_memory_mb, config.api_timeout_seconds),
+        (stack.planner_function, config.planner_memory_mb, config.planner_timeout_seconds),
+        (stack.worker_function, config.worker_memory_mb, config.worker_timeout_seconds),
+    ):
+        properties = full_stack.resources[full_stack.logical_id(built.function)]["Properties"]
+        assert (properties["MemorySize"], properties["Timeout"]) == (memory, timeout)
+
+
+def test_worker_mapping_reports_batch_item_failures_with_capped_concurrency(synthesized: Synthesized) -> None:
+    config = synthesized.stack.config
+    synthesized.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "ScalingConfig": {"MaximumConcurrency": config.worker_max_concurrency},
+            "BatchSize": config.worker_batch_size,
+            "EventSourceArn": {
+                "Fn::GetAtt": [synthesized.logical_id(synthesized.stack.storage.run_queue), "Arn"]
+            },
+        },
+    )
+
+
+def test_one_rule_per_planner_group_owning_disjoint_shards(synthesized: Synthesized) -> None:
+    config = synthesized.stack.config
+    rules = synthesized.of_type("AWS::Events::Rule")
+    assert len(rules) == config.planner_groups
+    owned: list[int] = []
+    planner = synthesized.logical_id(synthesized.stack.planner_function.function)
+    for rule in rules.values():
+        properties = rule["Properties"]
+        assert properties["ScheduleExpression"] == "rate(1 minute)"
+        assert properties["State"] == "ENABLED"
+        (target,) = properties["Targets"]
+        assert target["Arn"] == {"Fn::GetAtt": [planner, "Arn"]}
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] == 0
+        owned += json.loads(target["Input"])["shards"]
+    assert sorted(owned) == list(range(config.due_shards))
+
+
+def test_planner_cannot_pile_up_slow_ticks(synthesized: Synthesized) -> None:
+    planner = synthesized.logical_id(synthesized.stack.planner_function.function)
+    properties = synthesized.resources[planner]["Properties"]
+    assert properties["ReservedConcurrentExecutions"] == planner_concurrency(synthesized.stack.config)
+    assert properties["ReservedConcurrentExecutions"] == 2 * synthesized.stack.config.planner_groups
+    synthesized.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {"FunctionName": {"Ref": planner}, "MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 60},
+    )
+
+
+def test_layers_are_for_arm64_python313(default_stack: Synthesized) -> None:
+    layers = default_stack.of_type("AWS::Lambda::LayerVersion")
+    assert len(layers) == 2
+    for layer in layers.values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Layers": Match.array_with([{"Ref": Match.string_like_regexp("TickworkLayer")}])},
+    )

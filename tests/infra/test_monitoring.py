@@ -1,0 +1,123 @@
+"""Alarms (and their thresholds) to one SNS topic, and the dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tickwork.observability import NAMESPACE, SERVICE
+
+from tests.infra.conftest import Synthesized
+
+
+def _alarm(synthesized: Synthesized, name: str) -> dict[str, Any]:
+    alarm = synthesized.stack.monitoring.alarms[name]
+    properties: dict[str, Any] = synthesized.resources[synthesized.logical_id(alarm)]["Properties"]
+    return properties
+
+
+def _queue(synthesized: Synthesized, attribute: str) -> dict[str, Any]:
+    queue = getattr(synthesized.stack.storage, attribute)
+    return {"Fn::GetAtt": [synthesized.logical_id(queue), "QueueName"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "queue"), [("RunDlqNotEmpty", "run_dlq"), ("DeadRunsNotEmpty", "dead_run_queue")]
+)
+def test_dead_letter_depth_of_one_alarms(synthesized: Synthesized, name: str, queue: str) -> None:
+    alarm = _alarm(synthesized, name)
+    assert alarm["Namespace"] == "AWS/SQS"
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": _queue(synthesized, queue)}]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+
+
+def test_run_queue_age_alarm(synthesized: Synthesized) -> None:
+    alarm = _alarm(synthesized, "RunQueueOldMessage")
+    assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": _queue(synthesized, "run_queue")}]
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["Threshold"] == synthesized.stack.config.queue_age_alarm_seconds
+
+
+@pytest.mark.parametrize("role", ["Worker", "Planner", "Api"])
+@pytest.mark.parametrize("metric", ["Errors", "Throttles"])
+def test_function_errors_and_throttles_alarm(synthesized: Synthesized, role: str, metric: str) -> None:
+    alarm = _alarm(synthesized, f"{role}{metric}")
+    function = getattr(synthesized.stack, f"{role.lower()}_function").function
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == ("AWS/Lambda", metric, "Sum")
+    assert alarm["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": synthesized.logical_id(function)}}
+    ]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+
+
+def test_trigger_lag_p99_above_five_seconds_alarms(synthesized: Synthesized) -> None:
+    synthesized.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": NAMESPACE,
+            "MetricName": "TriggerLagMs",
+            "Dimensions": [{"Name": "service", "Value": SERVICE}],
+            "ExtendedStatistic": "p99",
+            "ComparisonOperator": "GreaterThanThreshold",
+            "Threshold": 5000,
+        },
+    )
+
+
+def test_missing_planner_ticks_for_three_minutes_alarm(synthesized: Synthesized) -> None:
+    synthesized.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": NAMESPACE,
+            "MetricName": "PlannerTickMs",
+            "Statistic": "SampleCount",
+            "Period": 60,
+            "EvaluationPeriods": 3,
+            "ComparisonOperator": "LessThanThreshold",
+            "Threshold": 1,
+            "TreatMissingData": "breaching",
+        },
+    )
+
+
+def test_every_alarm_notifies_the_topic(synthesized: Synthesized) -> None:
+    topic = {"Ref": synthesized.logical_id(synthesized.stack.monitoring.topic)}
+    alarms = synthesized.of_type("AWS::CloudWatch::Alarm")
+    assert len(alarms) == len(synthesized.stack.monitoring.alarms) == 11
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [topic]
+        assert alarm["Properties"]["OKActions"] == [topic]
+
+
+def test_topic_is_encrypted_and_mails_only_when_asked(
+    default_stack: Synthesized, full_stack: Synthesized
+) -> None:
+    for synthesized in (default_stack, full_stack):
+        key = {"Fn::GetAtt": [synthesized.logical_id(synthesized.stack.key), "Arn"]}
+        synthesized.template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": key})
+    assert default_stack.of_type("AWS::SNS::Subscription") == {}
+    full_stack.template.has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "oncall@example.com"}
+    )
+
+
+def test_dashboard_shows_lag_outcomes_queues_worker_and_planner(default_stack: Synthesized) -> None:
+    (dashboard,) = default_stack.of_type("AWS::CloudWatch::Dashboard").values()
+    body = str(dashboard["Properties"]["DashboardBody"])
+    for expected in (
+        '"TriggerLagMs"',
+        '"stat":"p50"',
+        '"stat":"p99"',
+        '"RunsSucceeded"',
+        '"RunsDead"',
+        '"RunsFailed"',
+        '"ApproximateNumberOfMessagesVisible"',
+        '"ApproximateAgeOfOldestMessage"',
+        '"ConcurrentExecutions"',
+        '"Errors"',
+        '"PlannerTickMs"',
+        '"PlannerDueJobs"',
+    ):
+        assert expected in body, expected
