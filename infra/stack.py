@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aws, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -63,8 +63,6 @@ class TickworkStack(Stack):
             ),
         ]
         environment = self._settings().to_env()
-        if config.allowed_target_arns:
-            environment["TICKWORK_ALLOWED_TARGET_ARNS"] = ",".join(config.allowed_target_arns)
 
         def function(
             name: str, description: str, *, memory_mb: int, timeout_seconds: int, reserved: int | None = None
@@ -162,6 +160,11 @@ class TickworkStack(Stack):
             run_retention_days=config.run_retention_days,
             lease_margin_seconds=config.lease_margin_seconds,
             allow_private_targets=config.allow_private_targets,
+            # Jobs may name only the AWS targets the worker's role can call; none unless configured.
+            allowed_target_arns=config.allowed_target_arns,
+            aws_partition=Aws.PARTITION,
+            aws_region=Aws.REGION,
+            aws_account_id=Aws.ACCOUNT_ID,
         )
 
     def _grant(self) -> None:

@@ -51,7 +51,16 @@ def test_functions_read_back_the_stage_settings(full_stack: Synthesized) -> None
     assert environment["TICKWORK_RUN_QUEUE_URL"] == {
         "Ref": full_stack.logical_id(full_stack.stack.storage.run_queue)
     }
-    assert environment["TICKWORK_ALLOWED_TARGET_ARNS"] == ",".join(config.allowed_target_arns)
+    assert settings.allowed_target_arns == config.allowed_target_arns
+    assert environment["TICKWORK_AWS_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}
+
+
+def test_without_patterns_jobs_may_name_no_aws_target(default_stack: Synthesized) -> None:
+    function = default_stack.resources[default_stack.logical_id(default_stack.stack.api_function.function)]
+    environment = function["Properties"]["Environment"]["Variables"]
+    assert environment["TICKWORK_ALLOWED_TARGET_ARNS"] == ""
+    plain = {name: value if isinstance(value, str) else "resolved" for name, value in environment.items()}
+    assert Settings.from_env(plain).allowed_target_arns == ()
 
 
 def test_memory_and_timeouts_come_from_the_config(full_stack: Synthesized) -> None:

@@ -487,3 +487,36 @@ def test_patching_the_schedule_cancels_planned_fires_it_no_longer_has(api: ApiGa
         ("PLANNED", None),
     ]
     assert runs[manual["run_id"]]["status"] == "PLANNED"
+
+
+def test_aws_targets_outside_the_allowed_patterns_are_refused(
+    api: ApiGateway, dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tickwork.runtime import runtime
+
+    monkeypatch.setenv("TICKWORK_ALLOWED_TARGET_ARNS", "arn:aws:sqs:eu-west-1:123456789012:orders-*")
+    monkeypatch.setenv("TICKWORK_AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("TICKWORK_AWS_ACCOUNT_ID", "123456789012")
+    runtime.cache_clear()
+    job = {"name": "to-queue", "schedule": {"type": "rate", "every_seconds": 3600}, "payload": {}}
+    queue = "https://sqs.eu-west-1.amazonaws.com/123456789012/{}"
+
+    before = item_counts(dynamodb)
+    refused = api.request(
+        "POST",
+        "/v1/jobs",
+        token=ACME,
+        body={**job, "target": {"type": "sqs", "queue_url": queue.format("payments")}},
+    )
+    assert refused.status == 400
+    assert refused.body["error"]["code"] == "target_not_allowed"
+    assert refused.body["error"]["field"] == "target.queue_url"
+    assert item_counts(dynamodb) == before
+
+    allowed = api.request(
+        "POST",
+        "/v1/jobs",
+        token=ACME,
+        body={**job, "target": {"type": "sqs", "queue_url": queue.format("orders-1")}},
+    )
+    assert allowed.status == 201

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tickwork import tables
+from tickwork.domain.targets import AwsTargetPolicy
 
 
 class Settings(BaseModel):
@@ -28,8 +29,30 @@ class Settings(BaseModel):
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
     allow_private_targets: bool = False
+    # ARN patterns of the AWS targets jobs may name; None (local mode) allows any, () allows none.
+    allowed_target_arns: tuple[str, ...] | None = None
+    aws_partition: str = "aws"
+    aws_region: str = "us-east-1"
+    aws_account_id: str = "000000000000"
     default_max_jobs: int = Field(10_000, ge=1)
     default_max_in_flight: int = Field(100, ge=1)
+
+    @field_validator("allowed_target_arns", mode="before")
+    @classmethod
+    def _split_patterns(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(pattern.strip() for pattern in value.split(",") if pattern.strip())
+        return value
+
+    def aws_target_policy(self) -> AwsTargetPolicy | None:
+        if self.allowed_target_arns is None:
+            return None
+        return AwsTargetPolicy(
+            patterns=self.allowed_target_arns,
+            region=self.aws_region,
+            account=self.aws_account_id,
+            partition=self.aws_partition,
+        )
 
     @property
     def planner_horizon(self) -> timedelta:
@@ -59,8 +82,12 @@ class Settings(BaseModel):
     def to_env(self) -> dict[str, str]:
         """The variables that :meth:`from_env` reads back into these settings; the CDK stack sets them."""
         values = self.model_dump(mode="json", exclude_none=True)
-        return {
-            env: str(values[field]).lower() if isinstance(values[field], bool) else str(values[field])
-            for field, env in self.env_names().items()
-            if field in values
-        }
+        return {env: _env_value(values[field]) for field, env in self.env_names().items() if field in values}
+
+
+def _env_value(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(str(item) for item in value)
+    return str(value)

@@ -214,6 +214,7 @@ class Runtime:
             dispatcher=self.dispatcher,
             horizon=self.settings.planner_horizon,
             allow_private_targets=self.settings.allow_private_targets,
+            aws_targets=self.settings.aws_target_policy(),
         )
 
     @cached_property

@@ -31,7 +31,7 @@ from tickwork.domain.models import (
 from tickwork.domain.patch import merge_patch
 from tickwork.domain.ports import JobStore, Page, RunDispatcher, RunStore, TenantStore
 from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
-from tickwork.domain.targets import check_http_target
+from tickwork.domain.targets import AwsTargetPolicy, check_aws_target, check_http_target
 from tickwork.errors import InvalidSchedule, InvalidState, VersionConflict
 from tickwork.planning import JobPlanner
 
@@ -68,12 +68,14 @@ class JobService:
         dispatcher: RunDispatcher,
         horizon: timedelta,
         allow_private_targets: bool,
+        aws_targets: AwsTargetPolicy | None = None,
     ):
         self.jobs = jobs
         self.runs = runs
         self.tenants = tenants
         self.dispatcher = dispatcher
         self.allow_private_targets = allow_private_targets
+        self.aws_targets = aws_targets
         self.planner = JobPlanner(jobs=jobs, runs=runs, dispatcher=dispatcher, horizon=horizon)
 
     # --- jobs ---------------------------------------------------------------------------------------------
@@ -233,6 +235,8 @@ class JobService:
             raise InvalidSchedule("schedule.at is in the past", field="schedule.at")
         if isinstance(spec.target, HttpTarget):
             check_http_target(spec.target, allow_private=self.allow_private_targets)
+        else:
+            check_aws_target(spec.target, self.aws_targets)
 
     def _plan(self, job: Job, now: datetime) -> Job:
         """Plan fires inside the horizon at once, so they do not wait for the planner's next tick."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
-from tickwork.domain.models import HttpTarget
+from tickwork.domain.models import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget
 from tickwork.errors import InvalidInput
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
@@ -49,5 +52,51 @@ def check_http_target(target: HttpTarget, *, allow_private: bool) -> None:
         raise InvalidInput(
             f"target host {host!r} is a private, loopback or link-local address",
             field="target.url",
+            code="target_not_allowed",
+        )
+
+
+AwsTarget = SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget
+_SQS_HOST = re.compile(r"^sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
+
+
+@dataclass(frozen=True)
+class AwsTargetPolicy:
+    """The AWS targets jobs may name in deployed mode: ARN patterns with ``*`` and ``?`` wildcards, the same
+    patterns the worker's IAM policy allows. No patterns means no AWS target at all."""
+
+    patterns: tuple[str, ...]
+    region: str
+    account: str
+    partition: str = "aws"
+
+
+def target_arn(target: AwsTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
+    """The ARN a target resolves to, and the request field that names it."""
+    if isinstance(target, SqsTarget):
+        url = urlsplit(target.queue_url)
+        host = _SQS_HOST.match(url.hostname or "")
+        account, name = url.path.strip("/").split("/", 1)
+        region = host["region"] if host else policy.region
+        return f"arn:{policy.partition}:sqs:{region}:{account}:{name}", "target.queue_url"
+    if isinstance(target, LambdaTarget):
+        return target.function_arn, "target.function_arn"
+    if isinstance(target, StepFunctionsTarget):
+        return target.state_machine_arn, "target.state_machine_arn"
+    bus = target.event_bus_name
+    if not bus.startswith("arn:"):
+        bus = f"arn:{policy.partition}:events:{policy.region}:{policy.account}:event-bus/{bus}"
+    return bus, "target.event_bus_name"
+
+
+def check_aws_target(target: AwsTarget, policy: AwsTargetPolicy | None) -> None:
+    """Refuse an AWS target outside the allowed patterns, rather than let every run of it fail on IAM."""
+    if policy is None:
+        return
+    arn, field = target_arn(target, policy)
+    if not any(fnmatchcase(arn, pattern) for pattern in policy.patterns):
+        raise InvalidInput(
+            f"target {arn} is not among this deployment's allowed target ARNs",
+            field=field,
             code="target_not_allowed",
         )
