@@ -115,7 +115,7 @@ def granted(synthesized: Synthesized, attribute: str) -> set[Call]:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> CallRecorder:
     recording = CallRecorder()
-    original = botocore.client.BaseClient._make_api_call
+    original = getattr(botocore.client.BaseClient, "_make_api_call")  # noqa: B009 - private, untyped
 
     def spy(client: Any, operation: str, params: dict[str, Any]) -> Any:
         recording.record(client.meta.service_model.service_name, operation, params)
@@ -201,7 +201,7 @@ def test_each_role_allows_every_call_its_function_makes(
     engine: Engine,  # noqa: F811
     recorder: CallRecorder,
     monkeypatch: pytest.MonkeyPatch,
-    default_stack: Synthesized,
+    default_stack: Synthesized,  # noqa: F811
 ) -> None:
     exercise_every_function(engine, recorder, monkeypatch)
     assert set(recorder.calls) == {
