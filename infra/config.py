@@ -54,6 +54,9 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
     3653: "TEN_YEARS",
 }
 
+# Time the worker keeps after a target call to record the attempt and answer SQS.
+WORKER_RECORDING_SECONDS = 10
+
 StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,19}$")]
 
 
@@ -78,7 +81,7 @@ class StageConfig(BaseModel):
     worker_batch_size: int = Field(10, ge=1, le=100)
     worker_max_concurrency: int = Field(50, ge=2, le=1000)
     worker_memory_mb: int = Field(512, ge=128, le=10240)
-    worker_timeout_seconds: int = Field(120, ge=10, le=900)
+    worker_timeout_seconds: int = Field(120, ge=30, le=900)
     max_receive_count: int = Field(5, ge=1, le=1000)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
 
@@ -127,6 +130,11 @@ class StageConfig(BaseModel):
         if days not in LOG_RETENTION_DAYS:
             raise ValueError(f"CloudWatch Logs retention must be one of {sorted(LOG_RETENTION_DAYS)} days")
         return days
+
+    @property
+    def max_target_timeout_seconds(self) -> int:
+        """A webhook call must end, and its outcome be recorded, before the worker's own timeout."""
+        return max(1, self.worker_timeout_seconds - WORKER_RECORDING_SECONDS)
 
     @property
     def target_grants(self) -> dict[str, list[str]]:

@@ -162,6 +162,7 @@ class TickworkStack(Stack):
             allow_private_targets=config.allow_private_targets,
             # Jobs may name only the AWS targets the worker's role can call; none unless configured.
             allowed_target_arns=config.allowed_target_arns,
+            max_target_timeout_seconds=config.max_target_timeout_seconds,
             aws_partition=Aws.PARTITION,
             aws_region=Aws.REGION,
             aws_account_id=Aws.ACCOUNT_ID,

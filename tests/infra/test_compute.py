@@ -52,6 +52,8 @@ def test_functions_read_back_the_stage_settings(full_stack: Synthesized) -> None
         "Ref": full_stack.logical_id(full_stack.stack.storage.run_queue)
     }
     assert settings.allowed_target_arns == config.allowed_target_arns
+    # A webhook may take no longer than the worker may run, less the time to record the attempt.
+    assert settings.max_target_timeout_seconds == config.worker_timeout_seconds - 10
     assert environment["TICKWORK_AWS_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}
 
 

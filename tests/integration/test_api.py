@@ -520,3 +520,24 @@ def test_aws_targets_outside_the_allowed_patterns_are_refused(
         body={**job, "target": {"type": "sqs", "queue_url": queue.format("orders-1")}},
     )
     assert allowed.status == 201
+
+
+def test_webhook_timeouts_beyond_the_worker_budget_are_refused(
+    api: ApiGateway, dynamodb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tickwork.runtime import runtime
+
+    monkeypatch.setenv("TICKWORK_MAX_TARGET_TIMEOUT_SECONDS", "110")
+    runtime.cache_clear()
+    job = {"name": "slow-hook", "schedule": {"type": "rate", "every_seconds": 3600}}
+
+    def create(timeout: int) -> Any:
+        target = {"type": "http", "url": "https://example.com/hook", "timeout_seconds": timeout}
+        return api.request("POST", "/v1/jobs", token=ACME, body={**job, "target": target})
+
+    before = item_counts(dynamodb)
+    refused = create(111)
+    assert refused.status == 400
+    assert refused.body["error"]["field"] == "target.timeout_seconds"
+    assert item_counts(dynamodb) == before
+    assert create(110).status == 201

@@ -29,6 +29,8 @@ class Settings(BaseModel):
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
     allow_private_targets: bool = False
+    # A webhook may not take longer than the worker function may run (the stack sets it from the timeout).
+    max_target_timeout_seconds: int = Field(900, ge=1, le=900)
     # ARN patterns of the AWS targets jobs may name; None (local mode) allows any, () allows none.
     allowed_target_arns: tuple[str, ...] | None = None
     aws_partition: str = "aws"

@@ -215,6 +215,7 @@ class Runtime:
             horizon=self.settings.planner_horizon,
             allow_private_targets=self.settings.allow_private_targets,
             aws_targets=self.settings.aws_target_policy(),
+            max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
         )
 
     @cached_property

@@ -32,7 +32,7 @@ from tickwork.domain.patch import merge_patch
 from tickwork.domain.ports import JobStore, Page, RunDispatcher, RunStore, TenantStore
 from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
 from tickwork.domain.targets import AwsTargetPolicy, check_aws_target, check_http_target
-from tickwork.errors import InvalidSchedule, InvalidState, VersionConflict
+from tickwork.errors import InvalidInput, InvalidSchedule, InvalidState, VersionConflict
 from tickwork.planning import JobPlanner
 
 # A one-time job may name a time this far in the past (clock skew, a slow client) and still be accepted.
@@ -69,6 +69,7 @@ class JobService:
         horizon: timedelta,
         allow_private_targets: bool,
         aws_targets: AwsTargetPolicy | None = None,
+        max_target_timeout_seconds: int = 900,
     ):
         self.jobs = jobs
         self.runs = runs
@@ -76,6 +77,7 @@ class JobService:
         self.dispatcher = dispatcher
         self.allow_private_targets = allow_private_targets
         self.aws_targets = aws_targets
+        self.max_target_timeout_seconds = max_target_timeout_seconds
         self.planner = JobPlanner(jobs=jobs, runs=runs, dispatcher=dispatcher, horizon=horizon)
 
     # --- jobs ---------------------------------------------------------------------------------------------
@@ -235,6 +237,11 @@ class JobService:
             raise InvalidSchedule("schedule.at is in the past", field="schedule.at")
         if isinstance(spec.target, HttpTarget):
             check_http_target(spec.target, allow_private=self.allow_private_targets)
+            if spec.target.timeout_seconds > self.max_target_timeout_seconds:
+                raise InvalidInput(
+                    f"target.timeout_seconds may be at most {self.max_target_timeout_seconds} here",
+                    field="target.timeout_seconds",
+                )
         else:
             check_aws_target(spec.target, self.aws_targets)
 
