@@ -38,6 +38,9 @@ class Settings(BaseModel):
     aws_account_id: str = "000000000000"
     default_max_jobs: int = Field(10_000, ge=1)
     default_max_in_flight: int = Field(100, ge=1)
+    worker_max_concurrency: int | None = Field(None, ge=1)
+    """The most worker invocations that can run at once (the event source mapping's maximum concurrency);
+    each runs one attempt at a time. None: unbounded, as in local mode."""
 
     @field_validator("allowed_target_arns", mode="before")
     @classmethod
