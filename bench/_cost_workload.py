@@ -6,6 +6,8 @@ Scenarios, each metered on its own:
 - ``create``: one ``POST /v1/jobs`` through the API Gateway stand-in (authorizer and API handler);
 - ``recurring``: 10 jobs firing every 60 s, five fires each, all answered 200 (steady state: one tick
   per minute plans each job's next fire);
+- ``limited``: the same for a tenant whose ``max_in_flight`` (10) is below the worker's maximum concurrency
+  (50, as deployed), so every lease and finish also moves the tenant's in-flight counter;
 - ``once``: 10 one-time jobs, answered 200;
 - ``retry``: one run answered 503 then 200 (one retry);
 - ``dead``: one run answered 503 until its two attempts are spent (DEAD, dead-run queue).
@@ -32,7 +34,11 @@ from bench._cost_meter import Meter, Tally
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 TENANT, TOKEN = "acme", "tw_cost-bench"
+LIMITED, LIMITED_TOKEN = "small", "tw_cost-bench-small"
 RECURRING_JOBS, RECURRING_FIRES, ONCE_JOBS, IDLE_TICKS = 10, 5, 10, 3
+# As deployed (infra's worker_max_concurrency): tenants with the default limit of 100 cannot reach it.
+WORKER_MAX_CONCURRENCY = 50
+LIMITED_MAX_IN_FLIGHT = 10
 
 
 @dataclass
@@ -104,6 +110,7 @@ class _Bench:
             dead_run_queue_url=urls[tables.DEAD_RUN_QUEUE.logical_name],
             allow_private_targets=True,
             planner_horizon_seconds=1,
+            worker_max_concurrency=WORKER_MAX_CONCURRENCY,
         )
         make_requests_atomic(self.dynamodb)
         self.clock = FakeClock(START)
@@ -111,7 +118,16 @@ class _Bench:
             settings, dynamodb=self.dynamodb, sqs=self.sqs, metrics=RecordingMetrics()
         )
         tenant = Tenant(tenant_id=TENANT, name="Acme", signing_secret="s", created_at=START)  # noqa: S106
-        DynamoTenantStore(self.dynamodb, table=tables.TENANTS.default_name).put(tenant, token=TOKEN)
+        store = DynamoTenantStore(self.dynamodb, table=tables.TENANTS.default_name)
+        store.put(tenant, token=TOKEN)
+        limited = Tenant(
+            tenant_id=LIMITED,
+            name="Small",
+            signing_secret="s",  # noqa: S106
+            created_at=START,
+            max_in_flight=LIMITED_MAX_IN_FLIGHT,
+        )
+        store.put(limited, token=LIMITED_TOKEN)
         self._receiver_iter = start_receiver()
         self.receiver = next(self._receiver_iter)
         self.meter = Meter(boto3.client("dynamodb", region_name="eu-west-1"))
@@ -162,11 +178,11 @@ class _Bench:
                     Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
                 )
 
-    def create(self, **spec: Any) -> str:
+    def create(self, tenant: str = TENANT, **spec: Any) -> str:
         from tickwork.domain.models import JobSpec
 
         body = {"name": f"job-{uuid.uuid4().hex[:12]}", **spec}
-        details = self.runtime.service.create_job(TENANT, JobSpec.model_validate(body), self.clock())
+        details = self.runtime.service.create_job(tenant, JobSpec.model_validate(body), self.clock())
         return details.job.job_id
 
     def http(self, path: str) -> dict[str, Any]:
@@ -186,6 +202,7 @@ class _Bench:
             results = {"idle_tick": idle, "create": self.metered(self._create_over_api, 1)}
             for name, body, runs in (
                 ("recurring", self._recurring, RECURRING_JOBS * RECURRING_FIRES),
+                ("limited", self._limited, RECURRING_JOBS * RECURRING_FIRES),
                 ("once", self._once, ONCE_JOBS),
                 ("retry", self._retry, 1),
                 ("dead", self._dead, 1),
@@ -226,7 +243,10 @@ class _Bench:
             raise RuntimeError(f"create failed: {response.status} {response.body}")
         scenario.invocations = 2  # the authorizer and the API function
 
-    def _recurring(self, scenario: Scenario) -> None:
+    def _limited(self, scenario: Scenario) -> None:
+        self._recurring(scenario, LIMITED)
+
+    def _recurring(self, scenario: Scenario, tenant: str = TENANT) -> None:
         first = self.clock() + timedelta(minutes=1)
         first = first.replace(second=0, microsecond=0)
         job_ids: list[str] = []
@@ -234,6 +254,7 @@ class _Bench:
             for i in range(RECURRING_JOBS):
                 job_ids.append(
                     self.create(
+                        tenant,
                         schedule={"type": "rate", "every_seconds": 60, "start_at": first.isoformat()},
                         target=self.http(f"/recurring-{i}"),
                         payload={"report": "daily", "n": i},
@@ -246,7 +267,7 @@ class _Bench:
         scenario.ticks = RECURRING_FIRES
         with self._unmetered():
             for job_id in job_ids:
-                self.runtime.service.cancel_job(TENANT, job_id, self.clock())
+                self.runtime.service.cancel_job(tenant, job_id, self.clock())
 
     def _once(self, scenario: Scenario) -> None:
         at = self.clock().replace(second=0, microsecond=0) + timedelta(minutes=10)
@@ -297,7 +318,7 @@ class _Bench:
         statuses: dict[str, int] = {}
         for item in self.dynamodb.scan(TableName=self.runtime.settings.runs_table)["Items"]:
             statuses[item["status"]["S"]] = statuses.get(item["status"]["S"], 0) + 1
-        expected_ok = RECURRING_JOBS * RECURRING_FIRES + ONCE_JOBS + 1
+        expected_ok = 2 * RECURRING_JOBS * RECURRING_FIRES + ONCE_JOBS + 1
         if statuses.get(RunStatus.SUCCEEDED.value) != expected_ok or statuses.get(RunStatus.DEAD.value) != 1:
             raise RuntimeError(f"the workload did not end as planned: {statuses}")
 

@@ -101,6 +101,7 @@ class RunExecutor:
         worker_id: str,
         lease_margin: timedelta = timedelta(seconds=30),
         rng: random.Random | None = None,
+        max_concurrency: int | None = None,
     ):
         self.runs = runs
         self.leases = leases
@@ -115,6 +116,9 @@ class RunExecutor:
         self.worker_id = worker_id
         self.lease_margin = lease_margin
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        # Workers run one attempt at a time, so at most this many attempts run at once: a tenant whose
+        # limit is at least that cannot exceed it, and its leases skip the in-flight counter.
+        self.max_concurrency = max_concurrency
 
     def handle(self, message: RunMessage) -> Outcome:
         try:
@@ -172,6 +176,9 @@ class RunExecutor:
 
         tenant = self.tenants.get(run.tenant_id)
         lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
+        count_slot = self.max_concurrency is None or tenant.max_in_flight < self.max_concurrency
+        # A lease taken over from an expired one keeps whatever slot that one held.
+        slot_held = None if run.status is RunStatus.RUNNING else count_slot
         try:
             leased = self.leases.take(
                 run,
@@ -179,6 +186,7 @@ class RunExecutor:
                 now=self.clock(),
                 lease_for=lease_for,
                 max_in_flight=tenant.max_in_flight,
+                count_slot=count_slot,
             )
         except LeaseConflict:
             self.metrics.count("LeaseConflicts")
@@ -195,7 +203,7 @@ class RunExecutor:
         except DuplicateAttempt:
             self.metrics.count("DuplicateDeliveriesAbsorbed")
             return Outcome.finished("the same attempt is running elsewhere")
-        if self._record(job, leased, result) and job.next_fire_at is None:
+        if self._record(job, leased, result, slot_held) and job.next_fire_at is None:
             self.jobs.complete_if_exhausted(job)
         return Outcome.finished(f"attempt {leased.attempt}: {result.outcome.value}")
 
@@ -228,7 +236,7 @@ class RunExecutor:
             stop.set()
             heartbeat.join(timeout=5)
 
-    def _record(self, job: Job, run: Run, result: TargetResult) -> bool:
+    def _record(self, job: Job, run: Run, result: TargetResult, slot_held: bool | None) -> bool:
         """Store the outcome; True when the run reached a final status."""
         now = self.clock()
         started = run.attempts[-1]
@@ -252,24 +260,32 @@ class RunExecutor:
             long_wait = decision.delay.total_seconds() > MAX_DELAY_SECONDS
             attention_at = retry_at if long_wait else retry_at + START_GRACE
             if self._finish(
-                run, RunStatus.RETRY_WAIT, attempt, now, retry_at=retry_at, attention_at=attention_at
+                run,
+                RunStatus.RETRY_WAIT,
+                attempt,
+                now,
+                retry_at=retry_at,
+                attention_at=attention_at,
+                slot_held=slot_held,
             ):
                 self.metrics.count("RunsRetried")
                 if not long_wait:
                     self.queue.send_later(run, math.ceil(decision.delay.total_seconds()))
             return False
         if result.outcome is OutcomeClass.SUCCESS:
-            finished = self._finish(run, RunStatus.SUCCEEDED, attempt, now)
+            finished = self._finish(run, RunStatus.SUCCEEDED, attempt, now, slot_held=slot_held)
             if finished:
                 self.metrics.count("RunsSucceeded")
             return finished
         if result.outcome is OutcomeClass.PERMANENT:
-            finished = self._finish(run, RunStatus.FAILED, attempt, now, reason=result.error_code)
+            finished = self._finish(
+                run, RunStatus.FAILED, attempt, now, reason=result.error_code, slot_held=slot_held
+            )
             if finished:
                 self.metrics.count("RunsFailed")
             return finished
         reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
-        finished = self._finish(run, RunStatus.DEAD, attempt, now, reason=reason)
+        finished = self._finish(run, RunStatus.DEAD, attempt, now, reason=reason, slot_held=slot_held)
         if finished:
             self.metrics.count("RunsDead")
             error = {

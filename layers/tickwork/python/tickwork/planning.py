@@ -6,8 +6,10 @@ every tick for the jobs the due index returns. Run ids are deterministic, so pla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 from tickwork.domain.misfire import plan_fires
 from tickwork.domain.models import Job, JobStatus, Run, RunStatus, scheduled_run_id
@@ -36,6 +38,18 @@ def new_run(job: Job, fire_at: datetime, now: datetime, status: RunStatus, reaso
     )
 
 
+SEND_BATCH = 10  # SendMessageBatch's limit
+
+
+@runtime_checkable
+class StoringDispatcher(Protocol):
+    """A dispatcher that can have runs stored as already sent, saving a write per run on success."""
+
+    def stored_as(self, run: Run, now: datetime) -> Run: ...
+
+    def send_stored(self, runs: Sequence[Run], now: datetime) -> None: ...
+
+
 class JobPlanner:
     def __init__(self, *, jobs: JobStore, runs: RunStore, dispatcher: RunDispatcher, horizon: timedelta):
         self.jobs = jobs
@@ -52,22 +66,56 @@ class JobPlanner:
 
     def plan(self, job: Job, now: datetime) -> PlanResult:
         """Plan the job's fires up to ``now + horizon``: put runs first, dispatch, then move the cursor."""
-        if not self.is_due(job, now):
-            return PlanResult(next_fire_at=job.next_fire_at)
-        decision = plan_fires(job, job.next_fire_at, now, self.horizon)
-        missed = [
-            new_run(job, fire_at, now, RunStatus.MISSED, reason="misfire") for fire_at in decision.missed
-        ]
-        planned = [new_run(job, fire_at, now, RunStatus.PLANNED) for fire_at in decision.run]
-        for run in missed:
-            self.runs.put_if_absent(run)
-        fresh = [run for run in planned if self.runs.put_if_absent(run) is None]
+        return self.plan_many([job], now)[0]
+
+    def plan_many(self, jobs: Sequence[Job], now: datetime) -> list[PlanResult]:
+        """Plan several jobs at once: runs are put job by job and sent ten to a request whatever their
+        jobs (as soon as ten are waiting, so early jobs are not held up), then each cursor moves."""
+        decided: list[tuple[Job, datetime | None, list[Run], list[Run]]] = []
+        waiting: list[Run] = []
+        for job in jobs:
+            if not self.is_due(job, now):
+                continue
+            decision = plan_fires(job, job.next_fire_at, now, self.horizon)
+            missed = [
+                new_run(job, fire_at, now, RunStatus.MISSED, reason="misfire") for fire_at in decision.missed
+            ]
+            planned = [
+                self._as_stored(new_run(job, fire_at, now, RunStatus.PLANNED), now)
+                for fire_at in decision.run
+            ]
+            for run in missed:
+                self.runs.put_if_absent(run)
+            fresh = [run for run in planned if self.runs.put_if_absent(run) is None]
+            decided.append((job, decision.next_fire_at, missed, fresh))
+            waiting += fresh
+            if len(waiting) >= SEND_BATCH:
+                full = len(waiting) - len(waiting) % SEND_BATCH
+                self._send(waiting[:full], now)
+                waiting = waiting[full:]
+        self._send(waiting, now)
+        results = {
+            job.job_id: PlanResult(
+                planned=fresh,
+                missed=missed,
+                next_fire_at=next_fire_at,
+                cursor_advanced=self.jobs.advance_cursor(job, next_fire_at),
+            )
+            for job, next_fire_at, missed, fresh in decided
+        }
+        return [results.get(job.job_id) or PlanResult(next_fire_at=job.next_fire_at) for job in jobs]
+
+    def _as_stored(self, run: Run, now: datetime) -> Run:
+        return self.dispatcher.stored_as(run, now) if isinstance(self.dispatcher, StoringDispatcher) else run
+
+    def _send(self, runs: list[Run], now: datetime) -> None:
+        if not runs:
+            return
         try:
-            self.dispatcher.dispatch(fresh, now)
+            if isinstance(self.dispatcher, StoringDispatcher):
+                self.dispatcher.send_stored(runs, now)
+            else:
+                self.dispatcher.dispatch(runs, now)
         except Exception:
-            # The runs are stored PLANNED, so the sweeper sends them; the cursor must still move on.
-            logger.exception("sending planned runs failed", extra={"job_id": job.job_id})
-        advanced = self.jobs.advance_cursor(job, decision.next_fire_at)
-        return PlanResult(
-            planned=fresh, missed=missed, next_fire_at=decision.next_fire_at, cursor_advanced=advanced
-        )
+            # The runs are stored, so the sweeper sends them; the cursors must still move on.
+            logger.exception("sending planned runs failed", extra={"runs": len(runs)})

@@ -160,6 +160,7 @@ class Runtime:
             sleep=sleep,
             worker_id=self.worker_id,
             lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
+            max_concurrency=self.settings.worker_max_concurrency,
         )
 
     @cached_property

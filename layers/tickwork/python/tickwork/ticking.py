@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tickwork.adapters.jobs import DynamoJobStore
-from tickwork.errors import NotFound
 from tickwork.execution import MetricSink
 from tickwork.observability import logger
 from tickwork.planning import JobPlanner
@@ -54,12 +53,11 @@ class PlannerTick:
             )
         due = sorted((key for keys in per_shard for key in keys), key=lambda key: key[2])
         report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick)
-        for tenant_id, job_id, _ in due[: self.max_jobs_per_tick]:
-            try:
-                job = self.jobs.get(tenant_id, job_id)
-            except NotFound:
-                continue
-            result = self.planner.plan(job, now)
+        # One batched read for the jobs and one batched send for their runs (jobs gone meanwhile are skipped)
+        jobs = self.jobs.get_many(
+            [(tenant_id, job_id) for tenant_id, job_id, _ in due[: self.max_jobs_per_tick]]
+        )
+        for result in self.planner.plan_many(jobs, now):
             report.planned_runs += len(result.planned)
             report.missed_runs += len(result.missed)
         report.sweep = self.sweeper.sweep(now)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _SPEC_FIELDS = frozenset(JobSpec.model_fields)
+BATCH_GET_SIZE = 100  # BatchGetItem's limit
 
 
 def job_to_item(job: Job, *, due_shards: int) -> dict[str, Any]:
@@ -175,6 +176,28 @@ class DynamoJobStore:
         if "Item" not in response:
             raise NotFound(f"job {job_id!r} not found", field="job_id")
         return job_from_item(response["Item"])
+
+    def get_many(self, keys: list[tuple[str, str]]) -> list[Job]:
+        """The jobs of ``(tenant_id, job_id)`` keys, a hundred to a request, in the order asked; missing
+        ones are left out."""
+        found: dict[tuple[str, str], Job] = {}
+        for start in range(0, len(keys), BATCH_GET_SIZE):
+            wanted: dict[str, Any] = {
+                self.table: {
+                    "Keys": [
+                        self._key(tenant_id, job_id)
+                        for tenant_id, job_id in keys[start : start + BATCH_GET_SIZE]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            while wanted:
+                response = self.client.batch_get_item(RequestItems=wanted)
+                for item in response["Responses"].get(self.table, []):
+                    job = job_from_item(item)
+                    found[(job.tenant_id, job.job_id)] = job
+                wanted = dict(response.get("UnprocessedKeys") or {})
+        return [found[key] for key in keys if key in found]
 
     def list_for_tenant(
         self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
 
 # A PLANNED run whose message was not sent this long after it was stored needs the sweeper.
 PLANNED_GRACE = timedelta(seconds=30)
+# An ENQUEUED run that has not started this long after it was due needs the sweeper.
+START_GRACE = timedelta(seconds=60)
+# Whether a run's attempt holds one of the tenant's in-flight slots (false: its lease took none), so
+# whoever ends the attempt (the worker, or the sweeper once the lease expired) gives back what was taken.
+# Absent counts as held: leases taken before the flag existed all held one.
+SLOT = "in_flight_slot"
 _RUN_FIELDS = frozenset(Run.model_fields)
 
 
@@ -60,6 +67,10 @@ class DynamoRunStore:
         )
         if run.status is RunStatus.PLANNED:
             values.update(self._attention(run.run_id, run.created_at + PLANNED_GRACE))
+        elif run.status is RunStatus.ENQUEUED:
+            # Stored as sent: the sweeper looks again only if it has not started by its time + grace.
+            sent_at = run.enqueued_at or run.created_at
+            values.update(self._attention(run.run_id, max(run.due_at, sent_at) + START_GRACE))
         return to_item(values)
 
     def _attention(self, run_id: str, when: datetime) -> dict[str, int]:
@@ -286,13 +297,33 @@ class DynamoRunLeases:
         )
         return self._try(self._run_update(run, update))
 
+    def unsent(self, run: Run, now: datetime) -> bool:
+        """A run stored ENQUEUED whose send failed goes back to PLANNED, for the sweeper after the grace."""
+        update = Update().set(status=RunStatus.PLANNED.value)
+        update.remove("enqueued_at")
+        self._attention(update, run.run_id, now + PLANNED_GRACE)
+        update.where_status_in([RunStatus.ENQUEUED.value])
+        update.where(f"{update.name('fencing_token')} = {update.value(run.fencing_token)}")
+        return self._try(self._run_update(run, update))
+
     def close_unstarted(self, run: Run, status: RunStatus, reason: str, now: datetime) -> bool:
         return self.store.close_unstarted(run.tenant_id, run.run_id, status, reason, now)
 
-    def take(self, run: Run, *, owner: str, now: datetime, lease_for: timedelta, max_in_flight: int) -> Run:
+    def take(
+        self,
+        run: Run,
+        *,
+        owner: str,
+        now: datetime,
+        lease_for: timedelta,
+        max_in_flight: int,
+        count_slot: bool = True,
+    ) -> Run:
         """One conditional write: the run as read (status and fencing token) -> RUNNING with attempt + 1 and
         fencing token + 1. A RUNNING run may be taken only once its lease has expired; it keeps its tenant
-        slot. Raises LeaseConflict or TenantBusy."""
+        slot. With ``count_slot``, the tenant's in-flight counter goes up in the same transaction, unless it
+        is at ``max_in_flight``; without it (a limit the worker fleet cannot reach) the lease is a single
+        write. Raises LeaseConflict or TenantBusy."""
         attempt = run.attempt + 1
         expires = now + lease_for
         record = Attempt(attempt=attempt, started_at=now, worker_id=owner)
@@ -320,12 +351,15 @@ class DynamoRunLeases:
             items: list[Any] = [{"Update": self._run_update(run, update)}]
         else:
             update.where_status_in(sorted(s.value for s in NOT_STARTED_RUN_STATUSES))
-            items = [
-                {"Update": self._run_update(run, update)},
-                {"Update": self._tenant_slot(run.tenant_id, 1, max_in_flight)},
-            ]
+            update.set(**{SLOT: count_slot})
+            items = [{"Update": self._run_update(run, update)}]
+            if count_slot:
+                items.append({"Update": self._tenant_slot(run.tenant_id, 1, max_in_flight)})
         try:
-            self.client.transact_write_items(TransactItems=items)
+            if len(items) == 1:
+                self._update_or_raise(items[0]["Update"])
+            else:
+                self.client.transact_write_items(TransactItems=items)
         except ClientError as error:
             codes = cancellation_codes(error)
             if (
@@ -353,6 +387,15 @@ class DynamoRunLeases:
             }
         )
 
+    def _update_or_raise(self, request: dict[str, Any]) -> None:
+        """A single-item write, its conditional failure reported the way a cancelled transaction is."""
+        try:
+            self.client.update_item(**request)
+        except ClientError as error:
+            if is_conditional_failure(error):
+                error.response["CancellationReasons"] = [{"Code": "ConditionalCheckFailed"}]
+            raise
+
     def extend(self, run: Run, until: datetime) -> bool:
         """Heartbeat: push the lease out, only while this attempt still holds it."""
         update = Update().set(lease_expires_at=to_rfc3339(until))
@@ -370,9 +413,11 @@ class DynamoRunLeases:
         retry_at: datetime | None = None,
         attention_at: datetime | None = None,
         reason: str | None = None,
+        slot_held: bool | None = None,
     ) -> bool:
         """Record the attempt's outcome and the run's next status, conditional on the fencing token, and
-        give the tenant's slot back. False when the lease was lost meanwhile."""
+        give the tenant's slot back when the lease took one (``slot_held``; None: as the item says). False
+        when the lease was lost meanwhile."""
         update = Update().set(status=status.value)
         _replace_attempt(update, attempt)
         update.remove("lease_owner", "lease_expires_at")
@@ -386,8 +431,7 @@ class DynamoRunLeases:
         elif attention_at is not None:
             self._attention(update, run.run_id, attention_at)
         self._hold(update, run)
-        items = [{"Update": self._run_update(run, update)}, {"Update": self._tenant_slot(run.tenant_id, -1)}]
-        return self._try_transaction(items)
+        return self._end_attempt(run, update, slot_held)
 
     def requeue_expired(self, run: Run, *, now: datetime, abandon: bool, start_grace: timedelta) -> bool:
         """The sweeper's repair of a lease that expired: back to ENQUEUED for another attempt, or ABANDONED
@@ -408,8 +452,29 @@ class DynamoRunLeases:
         self._hold(update, run)
         attention = update.name(tables.ATTENTION_AT)
         update.where(f"{attention} < {update.value(to_epoch_ms(now))}")
-        items = [{"Update": self._run_update(run, update)}, {"Update": self._tenant_slot(run.tenant_id, -1)}]
-        return self._try_transaction(items)
+        return self._end_attempt(run, update, None)
+
+    def _end_attempt(self, run: Run, update: Update, slot_held: bool | None) -> bool:
+        """Apply the attempt's last write; the tenant's slot goes back in the same transaction if it held
+        one. Unknown (None): the item says, so try one way, then the other."""
+        update.remove(SLOT)
+        tries = [True, False] if slot_held is None else [slot_held]
+        for held in tries:
+            attempt = copy.deepcopy(update)
+            flag = attempt.name(SLOT)
+            if held:
+                attempt.where(f"attribute_not_exists({flag}) OR {flag} = {attempt.value(True)}")
+                items = [
+                    {"Update": self._run_update(run, attempt)},
+                    {"Update": self._tenant_slot(run.tenant_id, -1)},
+                ]
+                if self._try_transaction(items):
+                    return True
+            else:
+                attempt.where(f"{flag} = {attempt.value(False)}")
+                if self._try(self._run_update(run, attempt)):
+                    return True
+        return False
 
     def _hold(self, update: Update, run: Run) -> None:
         status, token = update.name("status"), update.name("fencing_token")
