@@ -159,6 +159,8 @@ class TickworkStack(Stack):
             planner_max_jobs_per_tick=config.planner_max_jobs_per_tick,
             run_retention_days=config.run_retention_days,
             lease_margin_seconds=config.lease_margin_seconds,
+            # Tenants whose limit the worker fleet cannot reach need no in-flight counting per lease.
+            worker_max_concurrency=config.worker_max_concurrency,
             allow_private_targets=config.allow_private_targets,
             # Jobs may name only the AWS targets the worker's role can call; none unless configured.
             allowed_target_arns=config.allowed_target_arns,
