@@ -239,7 +239,8 @@ def section(figures: dict[str, Any] | None = None) -> str:
         "Largest items written on this workload: "
         + ", ".join(f"{table} {size} B" for table, size in sorted(after["item_bytes"].items()))
         + " (a run with two attempts is the largest run; one attempt is about 600 B), so every hot-path",
-        "write is one unit. What is left is mostly index writes (12 WRU per recurring run): the put enters",
+        "write is one unit. What is left is mostly index writes "
+        f"({_fmt(totals(after['recurring'])['index_wru'])} WRU per recurring run): the put enters",
         "`by_job`, `open_runs` and `by_tenant` (3); the cursor moves the job's `due` entry (2); the lease",
         "rewrites `by_job` (ALL attributes), moves `open_runs` to the lease expiry and changes `by_tenant`'s",
         "status (4); the finish rewrites `by_job`, leaves `open_runs` and changes `by_tenant` (3). A",
