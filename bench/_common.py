@@ -101,8 +101,12 @@ class CallCounter:
 
     def capacity_units(self, item_bytes: dict[str, int]) -> tuple[float, float]:
         """(WRU, RRU) of the counted requests, each table's items taken at ``item_bytes[table]``."""
-        write = sum(weight * max(1, math.ceil(item_bytes.get(t, 0) / 1024)) for t, weight in self.writes.items())
-        read = sum(weight * max(1, math.ceil(item_bytes.get(t, 0) / 4096)) for t, weight in self.reads.items())
+        write = sum(
+            weight * max(1, math.ceil(item_bytes.get(t, 0) / 1024)) for t, weight in self.writes.items()
+        )
+        read = sum(
+            weight * max(1, math.ceil(item_bytes.get(t, 0) / 4096)) for t, weight in self.reads.items()
+        )
         return float(write), float(read)
 
 

@@ -22,7 +22,7 @@ def aws_environment() -> Iterator[None]:
     os.environ.update(
         AWS_DEFAULT_REGION=REGION,
         AWS_ACCESS_KEY_ID="bench",
-        AWS_SECRET_ACCESS_KEY="bench",  # noqa: S105 - moto accepts any
+        AWS_SECRET_ACCESS_KEY="bench",  # noqa: S106 - moto accepts any
         POWERTOOLS_TRACE_DISABLED="1",
         POWERTOOLS_METRICS_NAMESPACE="Tickwork",
         POWERTOOLS_LOG_LEVEL="ERROR",

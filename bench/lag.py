@@ -29,12 +29,12 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from bench._common import machine, percentile, short_path, table
 
@@ -161,8 +161,8 @@ class OperationTimer:
         self.local = threading.local()
         self.lock = threading.Lock()
         self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
-        self.lock_wait: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self.lock_wait: defaultdict[str, float] = defaultdict(float)
 
     def register_first(self, events: Any) -> None:
         events.register_first("before-parameter-build.*.*", self._start)
@@ -206,7 +206,7 @@ def _profiled_stack_class() -> type:
         profiling = False
         patched = False
         patch_lock = threading.Lock()
-        by_thread: dict[int, cProfile.Profile] = {}
+        by_thread: ClassVar[dict[int, cProfile.Profile]] = {}
 
         def configure_clients(self) -> None:
             import boto3
@@ -307,7 +307,11 @@ def tickwork_burst(stack: Any, arrivals: Arrivals, jobs: int, profile: bool = Fa
     due = (datetime.now(UTC) + timedelta(seconds=lead)).replace(microsecond=0)
     target = {"type": "http", "url": arrivals.base_url, "timeout_seconds": 10}
     specs = [
-        {"name": f"burst-{jobs}-{index}", "schedule": {"type": "once", "at": due.isoformat()}, "target": target}
+        {
+            "name": f"burst-{jobs}-{index}",
+            "schedule": {"type": "once", "at": due.isoformat()},
+            "target": target,
+        }
         for index in range(jobs)
     ]
     setup = _create_all(stack, specs)
@@ -371,15 +375,17 @@ def fire(url: str, key: str, scheduled_for: str | None = None) -> None:
         scheduled_for = run_time.astimezone(UTC).isoformat()
         key = f"{key}@{scheduled_for}"
     body = json.dumps({"run_id": key, "scheduled_for": scheduled_for}).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(  # noqa: S310 - the loopback receiver's http URL
+        url, data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback receiver
         response.read()
 
 
 def _stamping_pool(threads: int) -> Any:
     """APScheduler's thread pool, telling each cron call which run time it is for."""
-    from apscheduler.executors.base import run_job
-    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.executors.base import run_job  # type: ignore[import-untyped]
+    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
 
     def run_with_times(job: Any, alias: str, run_times: list[datetime], logger_name: str) -> Any:
         _stamps.pending = list(run_times)
@@ -402,8 +408,8 @@ def _stamping_pool(threads: int) -> Any:
 
 @contextmanager
 def apscheduler() -> Iterator[Any]:
-    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
-    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # type: ignore[import-untyped]
+    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
     directory = tempfile.mkdtemp(prefix="apscheduler-bench-")
     scheduler = BackgroundScheduler(
@@ -420,7 +426,7 @@ def apscheduler() -> Iterator[Any]:
 
 
 def aps_burst(arrivals: Arrivals, jobs: int) -> Result:
-    from apscheduler.triggers.date import DateTrigger
+    from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
 
     with apscheduler() as scheduler:
         due = (datetime.now(UTC) + timedelta(seconds=8 + jobs / 200)).replace(microsecond=0)
@@ -436,7 +442,7 @@ def aps_burst(arrivals: Arrivals, jobs: int) -> Result:
 
 
 def aps_cron(arrivals: Arrivals, seconds: int) -> Result:
-    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
 
     with apscheduler() as scheduler:
         start, end = _cron_window(seconds)
@@ -501,7 +507,7 @@ def _worker_profile(profiles: list[cProfile.Profile], runs: int) -> list[tuple[s
     stats: pstats.Stats | None = None
     for profile in profiles:
         try:
-            stats = pstats.Stats(profile) if stats is None else stats.add(profile)  # type: ignore[arg-type]
+            stats = pstats.Stats(profile) if stats is None else stats.add(profile)
         except TypeError:  # a profile that never ran
             continue
     if stats is None or runs == 0:
@@ -577,13 +583,16 @@ def markdown(lag: LagRun, command: str) -> str:
             f"Command: `{command}`",
             "",
             "tickwork runs as the local stack in process (moto's server on loopback, planner ticking every",
-            f"second with a 10 s horizon, {WORKERS} worker pollers); jobs are created through the service layer",
+            f"second with a 10 s horizon, {WORKERS} worker",
+            "pollers); jobs are created through the service layer",
             "(`JobService.create_job`, the code behind `POST /v1/jobs`) from 4 threads, and every fire goes",
             "through the planner, the SQS run queue and the worker to a real loopback webhook receiver.",
-            f"APScheduler 3 runs a `BackgroundScheduler` with a SQLite `SQLAlchemyJobStore` and {APS_THREADS}",
+            "APScheduler 3 runs a `BackgroundScheduler` with",
+            f"a SQLite `SQLAlchemyJobStore` and {APS_THREADS}",
             "threads, posting to the same receiver, with `misfire_grace_time=None` and `coalesce=False` so",
             "it runs every fire however late. Lag = receive time - `scheduled_for`. Set-up = time to create",
-            "the jobs. The cron mix is 4 jobs every second, 2 every 5 s and 2 every 15 s, between a start and",
+            "the jobs. The cron mix is 4 jobs every second, 2",
+            "every 5 s and 2 every 15 s, between a start and",
             "an end time, so the expected fires are known exactly.",
             "",
             table(header, rows),
@@ -594,13 +603,15 @@ def markdown(lag: LagRun, command: str) -> str:
             "",
             "### Where the local stack's time goes",
             "",
-            "AWS calls of the whole stack (planner, workers, sweeper) during the largest burst, from botocore",
+            "AWS calls of the whole stack (planner, workers,",
+            "sweeper) during the largest burst, from botocore",
             "event hooks: mean wall time inside the call (an HTTP round trip to moto's server, in the same",
             "process) and mean wait for the lock that serialises DynamoDB calls (moto does not lock).",
             "",
             table(("operation", "calls", "mean ms in call", "mean ms waiting for the lock"), operation_rows),
             "",
-            f"cProfile of the {WORKERS} worker threads during the first burst ({lag.profiled_runs} runs), wall",
+            f"cProfile of the {WORKERS} worker threads during",
+            f"the first burst ({lag.profiled_runs} runs), wall",
             "time per run, the worker's own functions and the calls they wait on:",
             "",
             table(("function", "cumulative ms/run", "share of the top entry"), lag.profile_rows),
@@ -615,8 +626,12 @@ def section(jobs: tuple[int, ...] = (100, 1000), cron_seconds: int = 60) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", default="100,1000", help="burst sizes, comma-separated (e.g. 100,1000,5000)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--jobs", default="100,1000", help="burst sizes, comma-separated (e.g. 100,1000,5000)"
+    )
     parser.add_argument("--cron-seconds", type=int, default=60, help="length of the cron mix")
     args = parser.parse_args()
     lag = run([int(value) for value in args.jobs.split(",")], args.cron_seconds)

@@ -181,60 +181,69 @@ def _markdown(results: list[TickResult], fires: dict[str, float], command: str) 
         for result in results
     ]
     operations = sorted({name for result in results for name in result.requests})
-    return "\n".join(
-        [
-            "## Planner work against registered jobs",
-            "",
-            f"Command: `{command}`",
-            "",
-            "One planner tick over all due-index shards (16, the production default), moto in process. Items",
-            "read is the ScannedCount of every query of the tick (the due index and the sweeper's index). Own",
-            "CPU is the process's CPU during the tick minus the CPU inside boto3 client calls (botocore and",
-            "moto, all threads). Wall time is moto-bound: moto checks every item of the table for an index",
-            "query, so its time grows with the table even though the items read do not. A small tick runs first",
-            "and is discarded, so first-call costs (imports, schema building) are not in the first row.",
-            "",
-            table(
-                (
-                    "registered jobs",
-                    "due jobs",
-                    "runs planned",
-                    "items read",
-                    "items read vs smallest",
-                    "requests",
-                    "own CPU ms/tick",
-                    "own CPU ms/due job",
-                    "in AWS calls ms",
-                    "wall ms",
-                ),
-                rows,
-            ),
-            "",
-            "Requests per tick by operation:",
-            "",
-            table(
-                ("operation", *(f"{result.registered:,}" for result in results)),
-                [(name, *(result.requests.get(name, 0) for result in results)) for name in operations],
-            ),
-            "",
-            "Next fire time of a cron job (median of 5 passes over 2,000 jobs with 50 distinct expressions,",
-            "Europe/Paris), CPU microseconds per job:",
-            "",
-            table(
-                ("tickwork engine (cached croniter)", "new croniter per job", "ratio"),
-                [
+    return (
+        "\n".join(
+            [
+                "## Planner work against registered jobs",
+                "",
+                f"Command: `{command}`",
+                "",
+                "One planner tick over all due-index shards (16,",
+                "the production default), moto in process. Items",
+                "read is the ScannedCount of every query of the",
+                "tick (the due index and the sweeper's index). Own",
+                "CPU is the process's CPU during the tick minus",
+                "the CPU inside boto3 client calls (botocore and",
+                "moto, all threads). Wall time is moto-bound:",
+                "moto checks every item of the table for an index",
+                "query, so its time grows with the table even though",
+                "the items read do not. A small tick runs first",
+                "and is discarded, so first-call costs (imports, schema building) are not in the first row.",
+                "",
+                table(
                     (
-                        f"{fires['cached']:.1f}",
-                        f"{fires['uncached']:.1f}",
-                        f"{fires['uncached'] / fires['cached']:.1f}x",
-                    )
-                ],
-            ),
-            "",
-            "The engine also handles DST gaps and overlaps, which the bare croniter line does not; the",
-            "comparison is the cost of building an iterator per job, which the cache removes.",
-        ]
-    ) + "\n"
+                        "registered jobs",
+                        "due jobs",
+                        "runs planned",
+                        "items read",
+                        "items read vs smallest",
+                        "requests",
+                        "own CPU ms/tick",
+                        "own CPU ms/due job",
+                        "in AWS calls ms",
+                        "wall ms",
+                    ),
+                    rows,
+                ),
+                "",
+                "Requests per tick by operation:",
+                "",
+                table(
+                    ("operation", *(f"{result.registered:,}" for result in results)),
+                    [(name, *(result.requests.get(name, 0) for result in results)) for name in operations],
+                ),
+                "",
+                "Next fire time of a cron job (median of 5 passes",
+                "over 2,000 jobs with 50 distinct expressions,",
+                "Europe/Paris), CPU microseconds per job:",
+                "",
+                table(
+                    ("tickwork engine (cached croniter)", "new croniter per job", "ratio"),
+                    [
+                        (
+                            f"{fires['cached']:.1f}",
+                            f"{fires['uncached']:.1f}",
+                            f"{fires['uncached'] / fires['cached']:.1f}x",
+                        )
+                    ],
+                ),
+                "",
+                "The engine also handles DST gaps and overlaps, which the bare croniter line does not; the",
+                "comparison is the cost of building an iterator per job, which the cache removes.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def run(sizes: list[int], due: int) -> tuple[list[TickResult], dict[str, float]]:
@@ -249,7 +258,9 @@ def section(sizes: tuple[int, ...] = (1000, 10_000, 50_000), due: int = 500) -> 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="1000,10000,50000", help="registered jobs, comma-separated")
     parser.add_argument("--due", type=int, default=500, help="jobs due inside the window")
     args = parser.parse_args()

@@ -35,6 +35,7 @@ class WorkerResult:
     wru_per_run: float
     rru_per_run: float
     top: list[tuple[str, str, str]] = field(default_factory=list)
+    item_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def runs_per_vcpu_second(self) -> float:
@@ -84,7 +85,12 @@ def measure(kind: str, runs: int) -> WorkerResult:
                         "end_at": (due.replace(microsecond=0) + timedelta(milliseconds=500)).isoformat(),
                     }
                 spec = JobSpec.model_validate(
-                    {"name": f"{kind}-{index}", "schedule": schedule, "target": target, "payload": {"n": index}}
+                    {
+                        "name": f"{kind}-{index}",
+                        "schedule": schedule,
+                        "target": target,
+                        "payload": {"n": index},
+                    }
                 )
                 current.service.create_job(TENANT, spec, now)
             time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 1.1)
@@ -128,7 +134,8 @@ def measure(kind: str, runs: int) -> WorkerResult:
             if len(receiver.requests) != runs:
                 raise SystemExit(f"{kind}: {len(receiver.requests)} of {runs} webhooks arrived")
             ours = {name: count for name, count in counter.calls.items() if name not in RUN_QUEUE_OPERATIONS}
-            wru, rru = counter.capacity_units(_table_item_sizes(current.dynamodb))
+            sizes = _table_item_sizes(current.dynamodb)
+            wru, rru = counter.capacity_units(sizes)
             return WorkerResult(
                 kind=kind,
                 runs=runs,
@@ -138,12 +145,36 @@ def measure(kind: str, runs: int) -> WorkerResult:
                 wru_per_run=wru / runs,
                 rru_per_run=rru / runs,
                 top=top_functions(profile, 10, divide_by=max(1, profiled_runs)),
+                item_bytes=sizes,
             )
     finally:
         next(receivers, None)
 
 
-def _markdown(results: list[WorkerResult], command: str) -> str:
+def client_cpu_per_request(calls: int = 2000) -> float:
+    """CPU milliseconds botocore spends on the client side of one DynamoDB call (parameter validation,
+    serialisation, signing, events), with botocore's Stubber answering in place of the network. Response
+    parsing is not included, so this is a lower bound."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from bench._moto import aws_environment
+
+    with aws_environment():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        key = {"pk": {"S": "bench#run"}}
+        with Stubber(client) as stubber:
+            for _ in range(calls + 100):
+                stubber.add_response("get_item", {"Item": key})
+            for _ in range(100):
+                client.get_item(TableName="runs", Key=key, ConsistentRead=True)
+            started = time.thread_time()
+            for _ in range(calls):
+                client.get_item(TableName="runs", Key=key, ConsistentRead=True)
+            return (time.thread_time() - started) * 1000 / calls
+
+
+def _markdown(results: list[WorkerResult], command: str, client_ms: float) -> str:
     rows = [
         (
             result.kind,
@@ -166,9 +197,14 @@ def _markdown(results: list[WorkerResult], command: str) -> str:
         "the thread CPU time outside boto3 client calls (tickwork, pydantic, Powertools, urllib3 for the",
         "webhook), from the half of the runs timed without a profiler; the top functions come from the other",
         "half, under cProfile (whose overhead inflates them). `in AWS calls` is botocore's request building",
-        "and parsing plus moto, which a Lambda spends only in part (botocore yes, the service no). Runs/s per",
-        "vCPU = 1000 / own CPU ms. Capacity units are counted from the requests (a transaction item twice) at",
+        "and parsing plus moto, which a Lambda spends only",
+        "in part (botocore yes, the service no). Runs/s per",
+        "vCPU = 1000 / own CPU ms. Capacity units are counted",
+        "from the requests (a transaction item twice) at",
         "the measured item sizes of each table.",
+        "",
+        "botocore's client-side CPU per DynamoDB call (Stubber in place of the network, so no response",
+        f"parsing): {client_ms:.2f} ms. A Lambda spends that on top of the own CPU above, per request.",
         "",
         table(
             (
@@ -194,6 +230,12 @@ def _markdown(results: list[WorkerResult], command: str) -> str:
             ],
         ),
     ]
+    parts += [
+        "",
+        "Mean item size after the runs, bytes: "
+        + ", ".join(f"{name} {size}" for name, size in sorted(results[0].item_bytes.items()))
+        + ".",
+    ]
     for result in results:
         parts += [
             "",
@@ -209,11 +251,13 @@ def run(runs: int) -> list[WorkerResult]:
 
 
 def section(runs: int = 100) -> str:
-    return _markdown(run(runs), f"python -m bench.worker_cpu --runs {runs}")
+    return _markdown(run(runs), f"python -m bench.worker_cpu --runs {runs}", client_cpu_per_request())
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=100, help="runs of each job kind")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
@@ -221,7 +265,8 @@ def main() -> int:
     if args.json:
         print(json.dumps([result.__dict__ for result in results], indent=2, default=str))
     print(f"machine: {machine()}\n")
-    print(_markdown(results, " ".join(["python -m bench.worker_cpu", *sys.argv[1:]])))
+    command = " ".join(["python -m bench.worker_cpu", *sys.argv[1:]])
+    print(_markdown(results, command, client_cpu_per_request()))
     return 0
 
 
