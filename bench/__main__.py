@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
 from datetime import UTC, datetime
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(Path(ROOT) / "docs" / "benchmarks.md"))
     args = parser.parse_args(argv)
     chosen = names(args.only)
+    # Fail before minutes of benchmarks, not after them, when a section's module is missing.
+    missing = [name for name in chosen if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SystemExit(f"missing benchmark module(s): {', '.join(missing)}; use --only to skip them")
     parts = []
     for name in chosen:
         started = time.perf_counter()
