@@ -232,10 +232,7 @@ def _profiled_stack_class() -> type:
         def configure_clients(self) -> None:
             import boto3
 
-            boto3.setup_default_session()
-            assert boto3.DEFAULT_SESSION is not None
-            self.timer.register_first(boto3.DEFAULT_SESSION.events)
-            super().configure_clients()  # a new default session: hook it again, after the lock
+            super().configure_clients()  # a new default session, with the DynamoDB lock's hooks
             assert boto3.DEFAULT_SESSION is not None
             self.timer.register_first(boto3.DEFAULT_SESSION.events)
             self.timer.register_last(boto3.DEFAULT_SESSION.events)

@@ -35,9 +35,9 @@ CAPACITY_DOC = Path(ROOT) / "docs" / "capacity.md"
 @dataclass(frozen=True)
 class Params:
     # --- measured here (bench.worker_cpu, bench.planner_scale, docs/benchmarks.md) ---
-    worker_cpu_ms: float = 2.7
+    worker_cpu_ms: float = 3.2
     """tickwork's own CPU per run on the worker path, AWS calls excluded (one-time jobs)."""
-    client_cpu_ms_per_request: float = 0.12
+    client_cpu_ms_per_request: float = 0.11
     """botocore's client-side CPU per call."""
     worker_dynamodb_requests: float = 8.0
     """GetItem 3 (run, job, tenant), PutItem 1 and UpdateItem 1 (idempotency), TransactWriteItems 2 (lease
@@ -46,7 +46,7 @@ class Params:
     """Of which before the target is called: 3 reads, the idempotency put, the lease."""
     worker_wru: float = 11.0
     worker_rru: float = 3.0
-    planner_cpu_ms_per_job: float = 1.2
+    planner_cpu_ms_per_job: float = 1.0
     planner_dynamodb_requests_per_job: float = 4.0
     """GetItem job, PutItem run, UpdateItem run ENQUEUED, UpdateItem job cursor."""
     planner_sqs_requests_per_job: float = 1.0
