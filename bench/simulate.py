@@ -40,31 +40,33 @@ class Params:
     client_cpu_ms_per_request: float = 0.11
     """botocore's client-side CPU per call."""
     worker_dynamodb_requests: float = 8.0
-    """GetItem 3 (run, job, tenant), PutItem 1 and UpdateItem 1 (idempotency), TransactWriteItems 2 (lease
-    with the tenant slot, outcome with the slot back), UpdateItem 1 (one-time job completed)."""
+    """GetItem 3 (run, job, tenant), PutItem 1 and UpdateItem 1 (idempotency), UpdateItem 2 (lease,
+    outcome), UpdateItem 1 (a one-time job completed, or the overlap query of a recurring one)."""
     worker_dynamodb_before_call: float = 5.0
     """Of which before the target is called: 3 reads, the idempotency put, the lease."""
-    worker_wru: float = 11.0
+    worker_wru: float = 5.0
+    """No tenant counter: the tenant's limit is at least the workers' maximum concurrency."""
     worker_rru: float = 3.0
     planner_cpu_ms_per_job: float = 1.0
-    planner_dynamodb_requests_per_job: float = 4.0
-    """GetItem job, PutItem run, UpdateItem run ENQUEUED, UpdateItem job cursor."""
-    planner_sqs_requests_per_job: float = 1.0
-    """SendMessageBatch: one per planned job (runs are batched per job, not across jobs)."""
-    planner_wru_per_job: float = 3.0
+    planner_dynamodb_requests_per_job: float = 2.0
+    """PutItem run (stored ENQUEUED), UpdateItem job cursor; due jobs are read with BatchGetItem."""
+    planner_sqs_requests_per_job: float = 0.1
+    """SendMessageBatch: ten runs a request, across jobs."""
+    planner_wru_per_job: float = 2.0
     planner_rru_per_job: float = 1.0
     # --- index writes per run, from the table definitions (tickwork.tables) and the writes above ---
-    gsi_wru_by_job: float = 4.0
-    """by_job projects ALL: each of the 4 writes of a run item (put, ENQUEUED, lease, outcome), 1 KB."""
-    gsi_wru_open_runs: float = 6.0
-    """open_runs: attention set at put, moved at ENQUEUED and at the lease (key change: delete + put),
-    removed at the outcome."""
-    gsi_wru_by_tenant: float = 4.0
-    """by_tenant projects status and lag: rewritten on each of the 4 status changes."""
+    gsi_wru_by_job: float = 3.0
+    """by_job projects ALL: each of the 3 writes of a run item (put, lease, outcome), under 1 KB."""
+    gsi_wru_open_runs: float = 4.0
+    """open_runs: attention set at the put, moved at the lease (a key change: delete + put), removed at
+    the outcome."""
+    gsi_wru_by_tenant: float = 3.0
+    """by_tenant projects status and lag: rewritten at each of the 3 status changes."""
     gsi_wru_due: float = 2.0
     """due index: the cursor moves (a key change: delete + put) once per planned job."""
-    tenant_item_wru_per_run: float = 4.0
-    """The tenant's in-flight counter: +1 in the lease transaction, -1 in the outcome's, 2 WRU each."""
+    counter_wru_per_run: float = 4.0
+    """Where a tenant's limit can bind, its in-flight counter moves in the lease's and the outcome's
+    transactions: +2 WRU on the counter item each, and the run's writes become transaction items too."""
     tenant_index_shards: int = 4
     """by_tenant shards per tenant (tickwork.tables.TENANT_SHARDS)."""
     # --- published limits and prices (docs: AWS facts) ---
@@ -137,10 +139,14 @@ class Params:
 
     @property
     def tenant_runs_per_second(self) -> float:
-        """A tenant's ceiling: its counter item and its by_tenant shards each sit on one partition."""
-        counter = self.partition_wcu / self.tenant_item_wru_per_run
-        index = self.partition_wcu * self.tenant_index_shards / self.gsi_wru_by_tenant
-        return min(counter, index)
+        """A tenant's ceiling when its limit cannot bind: its by_tenant shards, one partition each."""
+        return self.partition_wcu * self.tenant_index_shards / self.gsi_wru_by_tenant
+
+    @property
+    def counted_tenant_runs_per_second(self) -> float:
+        """A tenant's ceiling when its in-flight counter is written: the counter item's partition (2 WRU
+        in each of two transactions per run)."""
+        return min(self.tenant_runs_per_second, self.partition_wcu / self.counter_wru_per_run)
 
 
 def power_of_two(value: float) -> int:
@@ -218,6 +224,8 @@ class Burst:
     planner_groups: int = 16
     lead_seconds: float = 300.0
     """Planner horizon: how long before the fire the planner may enqueue it."""
+    tenant_counter: bool = False
+    """The tenants' in-flight limit is below the workers' maximum concurrency, so it is counted."""
 
 
 @dataclass(frozen=True)
@@ -242,7 +250,8 @@ def concurrency_at(p: Params, burst: Burst, seconds: float) -> float:
 def simulate_burst(p: Params, burst: Burst, step: float = 0.05) -> BurstResult:
     """Lags (seconds) of ``burst.jobs`` runs all scheduled at t = 0."""
     plan_rate = burst.planner_groups * p.planner_jobs_per_second
-    tenant_cap = burst.tenants * p.tenant_runs_per_second
+    per_tenant = p.counted_tenant_runs_per_second if burst.tenant_counter else p.tenant_runs_per_second
+    tenant_cap = burst.tenants * per_tenant
     # The k-th run can start once it is planned (visible at t = 0 at the earliest) and once the tenants'
     # counters allow it.
     ready = [max(0.0, -burst.lead_seconds + (k + 1) / plan_rate, k / tenant_cap) for k in range(burst.jobs)]
@@ -280,7 +289,11 @@ def bursts(p: Params, steady: Steady) -> list[Burst]:
     """The 09:00:00 burst of 100,000 runs, from the defaults to the recommended configuration."""
     warm = float(steady.worker_concurrency)
     return [
-        Burst("defaults: 1 tenant, standard mapping from cold, 1,000 concurrency"),
+        Burst(
+            "1 tenant at the default limit of 100 in flight (counted), standard mapping from cold",
+            tenant_counter=True,
+        ),
+        Burst("1 tenant, limit above the mapping's concurrency, standard mapping from cold"),
         Burst("100 tenants, standard mapping from cold", tenants=100),
         Burst(
             "100 tenants, standard mapping already at the steady-state concurrency",
@@ -337,7 +350,8 @@ def render_inputs(p: Params) -> str:
         ("WRU per run: worker + planner (measured)", f"{p.worker_wru:g} + {p.planner_wru_per_job:g}"),
         ("WRU per run: index writes (modelled)", f"{p.gsi_wru:g}"),
         ("RRU per run (measured)", f"{p.worker_rru + p.planner_rru_per_job:g}"),
-        ("one tenant's ceiling (counter item, by_tenant shards)", f"{p.tenant_runs_per_second:.0f} runs/s"),
+        ("one tenant's ceiling (by_tenant shards)", f"{p.tenant_runs_per_second:.0f} runs/s"),
+        ("one tenant's ceiling, in-flight counter written", f"{p.counted_tenant_runs_per_second:.0f} runs/s"),
     ]
     return table(("input", "value"), rows)
 

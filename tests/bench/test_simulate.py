@@ -27,7 +27,7 @@ def test_capacity_doc_shows_the_generated_tables() -> None:
 
 
 def test_a_changed_parameter_changes_the_generated_tables() -> None:
-    assert blocks(replace(Params(), worker_wru=5.0))["steady"] != blocks()["steady"]
+    assert blocks(replace(Params(), worker_wru=Params().worker_wru + 1))["steady"] != blocks()["steady"]
 
 
 def test_worker_concurrency_follows_littles_law() -> None:
@@ -97,3 +97,13 @@ def test_a_planner_that_finishes_late_delays_the_tail() -> None:
     assert on_time.planned_by < 0 < late.planned_by
     assert late.max >= late.planned_by
     assert late.p99 > on_time.p99
+
+
+def test_a_counted_tenant_is_held_to_its_counter_items_partition() -> None:
+    p = Params()
+    assert p.counted_tenant_runs_per_second == p.partition_wcu / p.counter_wru_per_run
+    assert p.counted_tenant_runs_per_second < p.tenant_runs_per_second
+    counted = simulate_burst(
+        p, Burst("c", jobs=5000, tenant_counter=True, mode="provisioned", start_concurrency=5000)
+    )
+    assert counted.max >= (5000 - 1) / p.counted_tenant_runs_per_second
