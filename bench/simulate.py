@@ -35,8 +35,8 @@ CAPACITY_DOC = Path(ROOT) / "docs" / "capacity.md"
 @dataclass(frozen=True)
 class Params:
     # --- measured here (bench.worker_cpu, bench.planner_scale, docs/benchmarks.md) ---
-    worker_cpu_ms: float = 3.2
-    """tickwork's own CPU per run on the worker path, AWS calls excluded (one-time jobs)."""
+    worker_cpu_ms: float = 2.65
+    """tickwork's own CPU per run on the worker path, AWS calls excluded (one-time jobs, no counter)."""
     client_cpu_ms_per_request: float = 0.11
     """botocore's client-side CPU per call."""
     worker_dynamodb_requests: float = 8.0
@@ -47,7 +47,7 @@ class Params:
     worker_wru: float = 5.0
     """No tenant counter: the tenant's limit is at least the workers' maximum concurrency."""
     worker_rru: float = 3.0
-    planner_cpu_ms_per_job: float = 1.0
+    planner_cpu_ms_per_job: float = 0.6
     planner_dynamodb_requests_per_job: float = 2.0
     """PutItem run (stored ENQUEUED), UpdateItem job cursor; due jobs are read with BatchGetItem."""
     planner_sqs_requests_per_job: float = 0.1
