@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import SECTIONS, main, names
+from bench.__main__ import SECTIONS, compose, main, names, stored_sections
 
 
 def test_sections_run_in_the_listed_order_with_cost_after_lag() -> None:
@@ -28,3 +28,34 @@ def test_the_document_has_the_header_and_each_section(tmp_path: Path) -> None:
     assert "Machine: " in text
     assert "\n## Capacity model and burst simulation\n" in text
     assert "`python -m bench.simulate`" in text
+
+
+def test_a_partial_run_replaces_its_sections_and_keeps_the_others(tmp_path: Path) -> None:
+    output = tmp_path / "benchmarks.md"
+    kept = "## Cost per run\n\nCommand: `python -m bench.cost`\n\n| a | b |\n|---|---|\n| 1 | 2 |"
+    stale = "## Capacity model and burst simulation\n\nstale figures"
+    output.write_text(
+        compose(
+            "a machine",
+            {"bench.simulate": ("2000-01-01 00:00", stale), "bench.cost": ("2026-01-02 03:04", kept)},
+        )
+    )
+
+    assert main(["--only", "simulate", "--output", str(output)]) == 0
+
+    sections = stored_sections(output.read_text())
+    assert list(sections) == ["bench.cost", "bench.simulate"]
+    assert sections["bench.cost"] == ("2026-01-02 03:04", kept)
+    assert "stale figures" not in sections["bench.simulate"][1]
+    assert sections["bench.simulate"][1].startswith("## Capacity model and burst simulation\n")
+    assert sections["bench.simulate"][0] != "2000-01-01 00:00"
+
+
+def test_a_full_run_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    output = tmp_path / "benchmarks.md"
+    output.write_text(compose("a machine", {"bench.cost": ("2026-01-02 03:04", "## Cost per run\n\nold")}))
+    monkeypatch.setattr("bench.__main__.SECTIONS", ("bench.simulate",))
+
+    assert main(["--output", str(output)]) == 0
+
+    assert list(stored_sections(output.read_text())) == ["bench.simulate"]
