@@ -213,9 +213,12 @@ class JobService:
     @staticmethod
     def preview(schedule: AnySchedule, *, after: datetime, count: int) -> list[datetime]:
         """Fire times strictly after ``after``; a rate schedule with no start_at counts from ``after``."""
-        anchor = (
-            after + timedelta(seconds=schedule.every_seconds) if isinstance(schedule, RateSchedule) else None
-        )
+        anchor = None
+        if isinstance(schedule, RateSchedule):
+            try:
+                anchor = after + timedelta(seconds=schedule.every_seconds)
+            except OverflowError:  # the first fire would fall past year 9999
+                return []
         return next_fire_times(schedule, after, count, anchor=anchor)
 
     def stats(self, tenant_id: str, now: datetime) -> TenantStats:

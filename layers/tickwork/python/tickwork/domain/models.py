@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -32,13 +32,34 @@ NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 RESERVED_HEADER_PREFIX = "x-tickwork-"
 RESERVED_HEADERS = frozenset({"authorization", "idempotency-key", "host", "content-length"})
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
+# Visible ASCII, spaces and tabs: HTTP clients refuse or mangle control characters and non-ASCII text.
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+# Instants a schedule may name. Past year 9999 Python has no datetime, so a day of margin keeps every
+# conversion to a zone (offsets up to a day) and every fire computed from it representable.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def _instant_in_range(value: datetime) -> datetime:
+    try:
+        utc = to_utc(value)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_INSTANT <= utc < LATEST_INSTANT:
+        raise PydanticCustomError(
+            "datetime_out_of_range",
+            "timestamp must lie between {earliest} and {latest}",
+            {"earliest": to_rfc3339(EARLIEST_INSTANT), "latest": to_rfc3339(LATEST_INSTANT)},
+        )
+    return utc
+
 
 Instant = Annotated[
     AwareDatetime,
-    AfterValidator(to_utc),
+    AfterValidator(_instant_in_range),
     PlainSerializer(to_rfc3339, return_type=str, when_used="json"),
 ]
-"""An RFC 3339 timestamp with an offset, held as UTC."""
+"""An RFC 3339 timestamp with an offset, held as UTC, between 1970 and the end of year 9999."""
 
 JobName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
@@ -149,6 +170,12 @@ class HttpTarget(StrictModel):
                 raise PydanticCustomError(
                     "invalid_header", "header '{name}' has a line break", {"name": name}
                 )
+            if not HEADER_VALUE.fullmatch(value):
+                raise PydanticCustomError(
+                    "invalid_header",
+                    "header '{name}' may hold only printable ASCII characters, spaces and tabs",
+                    {"name": name},
+                )
         return headers
 
 
@@ -226,6 +253,10 @@ def payload_size(payload: Any) -> int:
 def _check_payload_size(payload: JsonValue) -> JsonValue:
     try:
         size = payload_size(payload)
+    except UnicodeEncodeError as error:
+        raise PydanticCustomError(
+            "invalid_payload", "payload holds a lone surrogate (such as \\ud800), which UTF-8 cannot encode"
+        ) from error
     except ValueError as error:
         raise PydanticCustomError(
             "invalid_payload", "payload holds NaN or Infinity, which JSON does not have"

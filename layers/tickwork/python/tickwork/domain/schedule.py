@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 from pydantic_core import PydanticCustomError
 
-from tickwork.domain.models import CronSchedule, OnceSchedule, RateSchedule
+from tickwork.domain.models import LATEST_INSTANT, CronSchedule, OnceSchedule, RateSchedule
 from tickwork.domain.timeutil import to_utc
 
 AnySchedule = OnceSchedule | CronSchedule | RateSchedule
@@ -103,7 +103,7 @@ def zone(name: str) -> ZoneInfo:
 
 def check_timezone(name: str) -> str:
     if name not in _known_zones():
-        raise PydanticCustomError("unknown_timezone", "unknown IANA time zone {name!r}", {"name": name})
+        raise PydanticCustomError("unknown_timezone", "unknown IANA time zone '{name}'", {"name": name})
     return name
 
 
@@ -140,7 +140,8 @@ _iterators = _IteratorCache()
 def iter_fire_times(
     schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None
 ) -> Iterator[datetime]:
-    """Fire times strictly after ``after``, ascending, as UTC datetimes, within ``start_at``/``end_at``.
+    """Fire times strictly after ``after``, ascending, as UTC datetimes, within ``start_at``/``end_at`` and
+    before ``LATEST_INSTANT`` (the end of what a timestamp may name).
 
     ``anchor`` is the first fire of a rate schedule that has no ``start_at``.
     """
@@ -157,7 +158,7 @@ def iter_fire_times(
         else _iter_rate(schedule, after, anchor)
     )
     for fire_at in source:
-        if schedule.end_at is not None and fire_at > schedule.end_at:
+        if (schedule.end_at is not None and fire_at > schedule.end_at) or fire_at >= LATEST_INSTANT:
             return
         yield fire_at
 
@@ -201,7 +202,11 @@ def _iter_rate(schedule: RateSchedule, after: datetime, anchor: datetime | None)
     step = timedelta(seconds=schedule.every_seconds)
     index = 0 if after < first else (after - first) // step + 1
     while True:
-        yield first + index * step
+        try:
+            fire_at = first + index * step
+        except OverflowError:  # past year 9999: no fire can be represented, so none is left
+            return
+        yield fire_at
         index += 1
 
 
@@ -212,7 +217,10 @@ def _iter_cron(schedule: CronSchedule, after: datetime) -> Iterator[datetime]:
     keep_gap = not parsed.hour_is_instant and schedule.dst.gap == "shift"
     keep_second_copy = parsed.hour_is_instant or schedule.dst.overlap == "all"
 
-    local_after = after.astimezone(tz)
+    try:
+        local_after = after.astimezone(tz)
+    except OverflowError:  # the zone's wall clock is already past year 9999: no fire is left
+        return
     wall = local_after.replace(tzinfo=None, fold=0)
     if local_after.fold == 0:
         overlap = _overlap_length(wall, tz)
@@ -235,9 +243,11 @@ def _match(
     while True:
         try:
             wall = iterator.get_next(datetime)
-        except CroniterBadDateError:
+            first, second, in_gap = _instants(wall, tz)
+        except (CroniterBadDateError, OverflowError, ValueError):
+            # No match within the years croniter searches, or none before the end of year 9999 (croniter
+            # raises ValueError, zone conversions OverflowError): the schedule has no fire left.
             break
-        first, second, in_gap = _instants(wall, tz)
         if second is None and second_copies:
             # The repeated span is over: its second copies all come before this wall time.
             for instant in second_copies:
