@@ -34,7 +34,12 @@ def lambda_handler(event: APIGatewayAuthorizerTokenEvent, context: LambdaContext
         aws_account_id=arn.aws_account_id,
         api_id=arn.api_id,
         stage=arn.stage,
-        context={"tenant_id": principal.tenant.tenant_id, "actor": principal.actor},
+        # The API counts requests against this limit without reading the tenant again.
+        context={
+            "tenant_id": principal.tenant.tenant_id,
+            "actor": principal.actor,
+            "api_requests_per_second": principal.tenant.api_requests_per_second,
+        },
     )
     # Results are cached per token, so the policy must cover every route, not just this one.
     policy.allow_all_routes()

@@ -61,6 +61,13 @@ def test_ttl_on_runs_and_idempotency_with_the_shared_attribute_names(default_sta
         )
 
 
+def test_tenants_table_expires_idle_api_request_counters(default_stack: Synthesized) -> None:
+    tenants = default_stack.stack.storage.tenants
+    properties = default_stack.resources[default_stack.logical_id(tenants)]["Properties"]
+
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": tables.TENANTS_TTL, "Enabled": True}
+
+
 def test_the_sparse_due_index_and_the_open_runs_index(default_stack: Synthesized) -> None:
     default_stack.template.has_resource_properties(
         "AWS::DynamoDB::Table",

@@ -77,6 +77,16 @@ class QuotaExceeded(TickworkError):
     code = "quota_exceeded"
 
 
+class RateLimited(QuotaExceeded):
+    """The tenant sent more API requests than its limit allows in the current window."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int, **context: Any):
+        super().__init__(message, retry_after=retry_after, **context)
+        self.retry_after = retry_after
+
+
 class DuplicateAttempt(TickworkError):
     """The same attempt of a run is already being executed elsewhere."""
 

@@ -7,6 +7,7 @@ moto sessions with ``runtime.cache_clear()``.
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from tickwork import tables
 from tickwork.adapters.jobs import DynamoJobStore
 from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunDispatcher
 from tickwork.adapters.runs import DynamoRunLeases, DynamoRunStore
-from tickwork.adapters.tenants import DynamoTenantStore
+from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.config import Settings
 from tickwork.domain.models import Job, Run
 from tickwork.domain.ports import KeepPlanned, RunDispatcher
@@ -35,7 +36,7 @@ from tickwork.execution import MetricSink, RunExecutor
 from tickwork.observability import PowertoolsMetricSink
 from tickwork.service import JobService
 from tickwork.sweeping import Sweeper
-from tickwork.targets import Delivery, LazyClients, TargetResult, invoke
+from tickwork.targets import Delivery, LazyClients, Resolver, TargetResult, invoke
 from tickwork.ticking import PlannerTick
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Runtime:
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     lambda_context: Any = None
     """The current invocation's context, set by the worker handler; None in local mode and tests."""
+    resolver: Resolver = socket.getaddrinfo
+    """How webhook hosts are resolved before their addresses are checked; tests name made-up hosts."""
 
     @cached_property
     def leases(self) -> DynamoRunLeases:
@@ -119,6 +122,7 @@ class Runtime:
                 clients=self.target_clients,
                 allow_private=self.settings.allow_private_targets,
                 now_epoch=int(time.time()),
+                resolver=self.resolver,
             )
             return {**asdict(result), "outcome": result.outcome.value}
 
@@ -205,6 +209,10 @@ class Runtime:
     @cached_property
     def tenants(self) -> DynamoTenantStore:
         return DynamoTenantStore(self.dynamodb, table=self.settings.tenants_table)
+
+    @cached_property
+    def api_rate_limiter(self) -> DynamoApiRateLimiter:
+        return DynamoApiRateLimiter(self.dynamodb, table=self.settings.tenants_table)
 
     @cached_property
     def service(self) -> JobService:

@@ -159,15 +159,23 @@ RUNS = TableDefinition(
 )
 
 # --- tenants ----------------------------------------------------------------------------------------------
-# Tenant profiles ("tenant#<id>") and API tokens ("token#<sha256 of the token>") share one key space.
+# Tenant profiles ("tenant#<id>"), API tokens ("token#<sha256 of the token>") and each tenant's API request
+# counter ("ratelimit#<id>") share one key space.
 TENANTS_PK = "pk"
 TENANT_PK_PREFIX = "tenant#"
 TOKEN_PK_PREFIX = "token#"  # noqa: S105 - a key prefix, not a secret
+RATE_LIMIT_PK_PREFIX = "ratelimit#"
+# The counter of the current fixed window: its start (epoch seconds) and the requests counted in it.
+RATE_WINDOW = "window"
+RATE_COUNT = "count"
+# Counters of tenants idle for a day expire; the next request starts a new one.
+TENANTS_TTL = "expires_at"
 
 TENANTS = TableDefinition(
     logical_name="tenants",
     env_var="TICKWORK_TENANTS_TABLE",
     partition_key=KeyAttribute(TENANTS_PK, "S"),
+    ttl_attribute=TENANTS_TTL,
 )
 
 # --- idempotency (Powertools' DynamoDBPersistenceLayer defaults) -----------------------------------------
@@ -235,3 +243,7 @@ def tenant_key(tenant_id: str) -> str:
 
 def token_key(token_sha256: str) -> str:
     return f"{TOKEN_PK_PREFIX}{token_sha256}"
+
+
+def rate_limit_key(tenant_id: str) -> str:
+    return f"{RATE_LIMIT_PK_PREFIX}{tenant_id}"

@@ -13,6 +13,7 @@ from http import HTTPStatus
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
@@ -40,7 +41,8 @@ from tickwork.api.schemas import (
     StatsOut,
 )
 from tickwork.domain.models import JobPatch, JobSpec, JobStatus
-from tickwork.errors import IdempotencyKeyReused, TickworkError, Unauthorized
+from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
+from tickwork.errors import IdempotencyKeyReused, RateLimited, TickworkError, Unauthorized
 from tickwork.observability import logger
 from tickwork.runtime import Runtime, runtime
 
@@ -53,15 +55,21 @@ IdempotencyKey = Annotated[
 ]
 Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
+HEALTH_PATH = "/v1/health"
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 def _responses(
     *statuses: int, success: tuple[int, type[BaseModel]] | None = None
 ) -> dict[int, OpenAPIResponse]:
-    """OpenAPI responses: the error statuses a route can answer, and its success if not a plain 200."""
+    """OpenAPI responses: the error statuses a route can answer, and its success if not a plain 200. Every
+    authenticated route can answer 429 (the tenant's API rate limit, with ``Retry-After``)."""
     responses: dict[int, OpenAPIResponse] = {
         status: {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": ErrorBody}}}
-        for status in statuses
+        for status in sorted({*statuses, 429})
     }
     if success is not None:
         status, model = success
@@ -82,7 +90,9 @@ def parse_json_object(body: str) -> dict[str, Any]:
     return parsed
 
 
-def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestResolver:
+def build_app(
+    get_runtime: Callable[[], Runtime] = runtime, clock: Callable[[], datetime] = _utcnow
+) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_object)
 
     def tenant() -> str:
@@ -97,7 +107,24 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
         return str(authorizer.get("actor") or authorizer.get("principalId") or tenant())
 
     def now() -> datetime:
-        return datetime.now(UTC)
+        return clock()
+
+    def requests_per_second() -> int:
+        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+        try:
+            return max(1, int(authorizer["api_requests_per_second"]))
+        except (KeyError, TypeError, ValueError):
+            # An authorizer answer cached from before the limit existed.
+            return DEFAULT_API_REQUESTS_PER_SECOND
+
+    def rate_limit(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        """Count the request against the tenant's limit before the route runs; a refused one changes
+        nothing. Runs after request validation, so malformed requests cost no write."""
+        if app.current_event.resource != HEALTH_PATH:
+            get_runtime().api_rate_limiter.take(tenant(), limit=requests_per_second(), now=now())
+        return next_middleware(app)
+
+    app.use(middlewares=[rate_limit])
 
     def json_response(status: int, model: Any, headers: dict[str, str] | None = None) -> Response[Any]:
         body = model if isinstance(model, dict) else model.model_dump(mode="json")
@@ -124,6 +151,10 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
     @app.exception_handler(TickworkError)
     def _tickwork_error(error: TickworkError) -> Response[Any]:
         return json_response(status_of(error), body_of(error))
+
+    @app.exception_handler(RateLimited)
+    def _rate_limited(error: RateLimited) -> Response[Any]:
+        return json_response(status_of(error), body_of(error), {"Retry-After": str(error.retry_after)})
 
     @app.exception_handler(RequestValidationError)
     def _request_invalid(error: RequestValidationError) -> Response[Any]:
@@ -277,7 +308,7 @@ def build_app(get_runtime: Callable[[], Runtime] = runtime) -> APIGatewayRestRes
     def stats() -> StatsOut:
         return StatsOut.of(get_runtime().service.stats(tenant(), now()))
 
-    @app.get("/v1/health", summary="Liveness (no authentication)")
+    @app.get(HEALTH_PATH, summary="Liveness (no authentication)")
     def health() -> HealthOut:
         return HealthOut(status="ok")
 

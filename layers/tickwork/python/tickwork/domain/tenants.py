@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import Field
 
 from tickwork.domain.models import Instant, StrictModel
 
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+DEFAULT_API_REQUESTS_PER_SECOND = 50
+# Fixed windows of one second: the counter is one item, and a refused client waits at most a second.
+RATE_WINDOW_SECONDS = 1
 
 
 class Tenant(StrictModel):
@@ -18,6 +24,8 @@ class Tenant(StrictModel):
     status: str = "ACTIVE"
     max_jobs: int = Field(10_000, ge=1)
     max_in_flight: int = Field(100, ge=1)
+    # Per second, over all of the tenant's tokens; API Gateway's stage limit still bounds the whole API.
+    api_requests_per_second: int = Field(DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=10_000)
     signing_secret: str = Field(repr=False)
     created_at: Instant
 
@@ -54,3 +62,21 @@ def new_token() -> str:
 
 def new_signing_secret() -> str:
     return secrets.token_hex(32)
+
+
+@dataclass(frozen=True)
+class RateWindow:
+    """The fixed window of API requests that ``now`` falls in."""
+
+    start: int
+    """Epoch seconds."""
+    end: int
+
+    @classmethod
+    def at(cls, now: datetime) -> RateWindow:
+        start = math.floor(now.timestamp()) // RATE_WINDOW_SECONDS * RATE_WINDOW_SECONDS
+        return cls(start, start + RATE_WINDOW_SECONDS)
+
+    def retry_after(self, now: datetime) -> int:
+        """Whole seconds until the next window opens, as ``Retry-After`` wants them; at least 1."""
+        return max(1, math.ceil(self.end - now.timestamp()))
