@@ -36,6 +36,8 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the API (or DynamoDB) answered with an error
 EXIT_USAGE = 2  # argparse's own code for bad arguments
 EXIT_UNREACHABLE = 3
+# The bound of Tenant.api_requests_per_second, kept here so that --help needs no import of tickwork.
+MAX_API_REQUESTS_PER_SECOND = 10_000
 
 JOB_STATUSES = ("ACTIVE", "PAUSED", "COMPLETED", "CANCELLED")
 MISFIRE_POLICIES = ("skip", "fire_once", "backfill")
@@ -235,6 +237,13 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def requests_per_second(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_API_REQUESTS_PER_SECOND:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at most {MAX_API_REQUESTS_PER_SECOND}")
     return value
 
 
@@ -782,7 +791,13 @@ def cmd_tenants_create(args: argparse.Namespace, session: Session) -> int:
     from pydantic import ValidationError
     from tickwork.adapters.tenants import DynamoTenantStore
     from tickwork.config import Settings
-    from tickwork.domain.tenants import TENANT_ID_PATTERN, Tenant, new_signing_secret, new_token
+    from tickwork.domain.tenants import (
+        DEFAULT_API_REQUESTS_PER_SECOND,
+        TENANT_ID_PATTERN,
+        Tenant,
+        new_signing_secret,
+        new_token,
+    )
     from tickwork.errors import NotFound
 
     if not re.fullmatch(TENANT_ID_PATTERN, args.name):
@@ -808,6 +823,7 @@ def cmd_tenants_create(args: argparse.Namespace, session: Session) -> int:
             name=args.display_name or args.name,
             max_jobs=args.max_jobs or settings.default_max_jobs,
             max_in_flight=args.max_in_flight or settings.default_max_in_flight,
+            api_requests_per_second=args.api_requests_per_second or DEFAULT_API_REQUESTS_PER_SECOND,
             signing_secret=new_signing_secret(),
             created_at=datetime.now(UTC),
         )
@@ -1341,6 +1357,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tenant_create.add_argument(
         "--max-in-flight", type=positive_int, metavar="N", help="most runs running at once (default 100)"
+    )
+    tenant_create.add_argument(
+        "--api-requests-per-second",
+        type=requests_per_second,
+        metavar="N",
+        help=f"API requests the tenant may make per second, beyond which it gets 429 (default 50, at most"
+        f" {MAX_API_REQUESTS_PER_SECOND})",
     )
 
     # receive ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from tickwork.domain.models import Instant, StrictModel
 
 TENANT_ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 DEFAULT_API_REQUESTS_PER_SECOND = 50
+MAX_API_REQUESTS_PER_SECOND = 10_000
 # Fixed windows of one second: the counter is one item, and a refused client waits at most a second.
 RATE_WINDOW_SECONDS = 1
 
@@ -25,7 +26,9 @@ class Tenant(StrictModel):
     max_jobs: int = Field(10_000, ge=1)
     max_in_flight: int = Field(100, ge=1)
     # Per second, over all of the tenant's tokens; API Gateway's stage limit still bounds the whole API.
-    api_requests_per_second: int = Field(DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=10_000)
+    api_requests_per_second: int = Field(
+        DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=MAX_API_REQUESTS_PER_SECOND
+    )
     signing_secret: str = Field(repr=False)
     created_at: Instant
 
