@@ -67,6 +67,26 @@ class LocalMetrics:
         return found
 
 
+class WorkerStopped(Exception):
+    """A stopped poller refuses the rest of its batch."""
+
+
+@dataclass
+class SweepTotals:
+    """What the sweeper repaired since the start: runs re-sent, RUNNING runs requeued, runs abandoned."""
+
+    resent: int = 0
+    requeued: int = 0
+    abandoned: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, report: Any) -> None:
+        with self.lock:
+            self.resent += len(report.resent)
+            self.requeued += len(report.requeued)
+            self.abandoned += len(report.abandoned)
+
+
 def parse_tenants(spec: str) -> list[tuple[str, str]]:
     """``acme:token-a,globex:token-b`` -> [("acme", "token-a"), ("globex", "token-b")]."""
     pairs = []
@@ -116,6 +136,15 @@ class LocalStack:
         self.ready = threading.Event()
         self.metrics = LocalMetrics()
         self.threads: list[threading.Thread] = []
+        # Each start of the planner loop or of the worker pollers gets its own stop event, so that either
+        # can be stopped and started again while the rest of the stack runs (the soak restarts them).
+        self.planner_stop = threading.Event()
+        self.worker_stop = threading.Event()
+        self.planner_thread: threading.Thread | None = None
+        self.worker_threads: list[threading.Thread] = []
+        self.worker_starts = 0
+        self.restart_lock = threading.Lock()
+        self.sweeps = SweepTotals()
 
     # --- set-up -------------------------------------------------------------------------------------------
     def configure_clients(self) -> None:
@@ -259,15 +288,17 @@ class LocalStack:
         from tickwork.runtime import runtime
         from tickwork.ticking import all_shards
 
+        stop = self.planner_stop  # this start's event: a later start has its own
         current = runtime()
         shards = all_shards(current.settings.due_shards)
-        while not self.stop.is_set():
+        while not (self.stop.is_set() or stop.is_set()):
             started = time.monotonic()
             try:
-                current.planner_tick.tick(datetime.now(UTC), shards)
+                report = current.planner_tick.tick(datetime.now(UTC), shards)
+                self.sweeps.add(report.sweep)
             except Exception:
                 logging.getLogger("tickwork").exception("planner tick failed")
-            self.stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
+            stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
 
     def worker_loop(self, index: int) -> None:
         from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -275,12 +306,19 @@ class LocalStack:
 
         from functions.worker.handler import handle_record
 
+        stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
         executor = current.executor()
-        executor.worker_id = f"local-worker-{index}"
+        executor.worker_id = f"local-worker-{self.worker_starts}-{index}"
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         queue_url = current.queue.queue_url
-        while not self.stop.is_set():
+
+        def handle(record: Any) -> str:
+            if stop.is_set():
+                raise WorkerStopped("the poller was stopped before this record")
+            return handle_record(record, current, executor)
+
+        while not (self.stop.is_set() or stop.is_set()):
             try:
                 messages = current.sqs.receive_message(
                     QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=60
@@ -288,11 +326,11 @@ class LocalStack:
                 if not messages:
                     continue
                 event = {"Records": [sqs_record(message, queue_url) for message in messages]}
-                response = process_partial_response(
-                    event=event,
-                    record_handler=lambda record: handle_record(record, current, executor),
-                    processor=processor,
-                )
+                response = process_partial_response(event=event, record_handler=handle, processor=processor)
+                if stop.is_set():
+                    # Like a Lambda killed mid-batch: nothing of the batch is deleted, the visibility
+                    # timeout hands it out again, and runs left RUNNING wait for the sweeper.
+                    continue
                 failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
                 for message in messages:
                     if message["MessageId"] not in failed:
@@ -347,10 +385,51 @@ class LocalStack:
             f"p99 {percentile(lags, 99)} ms | queue depth {depth}"
         )
 
-    def spawn(self, target: Any, name: str, *args: Any) -> None:
+    def spawn(self, target: Any, name: str, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self.threads.append(thread)
+        return thread
+
+    # --- restarts -----------------------------------------------------------------------------------------
+    def start_planner(self) -> None:
+        with self.restart_lock:
+            if self.planner_thread is not None and self.planner_thread.is_alive():
+                raise RuntimeError("the planner loop is already running")
+            self.planner_stop = threading.Event()
+            self.planner_thread = self.spawn(self.planner_loop, "tickwork-planner")
+
+    def stop_planner(self, timeout: float = 30.0) -> bool:
+        """Stop the planner/sweeper loop after its current tick; True if it ended within ``timeout``."""
+        with self.restart_lock:
+            self.planner_stop.set()
+            thread, self.planner_thread = self.planner_thread, None
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def start_workers(self) -> None:
+        with self.restart_lock:
+            if any(thread.is_alive() for thread in self.worker_threads):
+                raise RuntimeError("the worker pollers are already running")
+            self.worker_stop = threading.Event()
+            self.worker_starts += 1
+            self.worker_threads = [
+                self.spawn(self.worker_loop, f"tickwork-worker-{self.worker_starts}-{index}", index)
+                for index in range(self.workers)
+            ]
+
+    def stop_workers(self, timeout: float = 30.0) -> bool:
+        """Stop the worker pollers; a batch being handled is cut short after its current record and left
+        to the visibility timeout. True if every poller ended within ``timeout``."""
+        with self.restart_lock:
+            self.worker_stop.set()
+            threads, self.worker_threads = self.worker_threads, []
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in threads)
 
     # --- run ----------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -377,9 +456,8 @@ class LocalStack:
                 Gateway(api_handler, authorizer_handler), self.host, self.port, ready=self.ready.is_set
             )
             start_in_thread(server)
-            self.spawn(self.planner_loop, "tickwork-planner")
-            for index in range(self.workers):
-                self.spawn(self.worker_loop, f"tickwork-worker-{index}", index)
+            self.start_planner()
+            self.start_workers()
             if not self.quiet:
                 self.spawn(self.status_loop, "tickwork-status")
             if threading.current_thread() is threading.main_thread():
