@@ -12,8 +12,10 @@ from tickwork.observability import logger, metrics, tracer
 app = build_app()
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
+# Never the event: it holds the Authorization header, whatever POWERTOOLS_LOGGER_LOG_EVENT says.
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, log_event=False)
+# Responses hold tenants' target headers (their credentials): keep them out of X-Ray metadata.
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -18,7 +18,8 @@ from tickwork.runtime import runtime
 UNAUTHORIZED = "Unauthorized"
 
 
-@logger.inject_lambda_context
+# Never the event: it holds the token, whatever POWERTOOLS_LOGGER_LOG_EVENT says.
+@logger.inject_lambda_context(log_event=False)
 @tracer.capture_lambda_handler
 @event_source(data_class=APIGatewayAuthorizerTokenEvent)
 def lambda_handler(event: APIGatewayAuthorizerTokenEvent, context: LambdaContext) -> dict[str, Any]:
