@@ -1,0 +1,70 @@
+"""Fault injection: each scenario of ``bench.faults`` (the same code ``python -m bench.faults`` reports on),
+at a smaller number of fires, must end with every fire accounted for.
+
+Given a workload of one-time, rate and cron jobs (some targets failing a few times, one always) on a fake
+clock, when AWS calls fail, processes die, messages arrive twice, planners race or worker clocks drift,
+then: every expected fire exists as a run in a terminal status, no run has overlapping attempts or two
+calls in progress at once, no fire produced two successful calls unless a lost result excuses it (and then
+with the same Idempotency-Key), no fire ran early, every DEAD run has its dead letter, and the counts by
+status add up to the runs planned.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.faults import SCENARIOS, Outcome, run_scenario
+
+FIRES = 40
+SEED = 11
+
+
+def assert_nothing_lost_or_doubled(outcome: Outcome) -> None:
+    assert outcome.runs == outcome.expected
+    assert outcome.lost == []
+    assert outcome.not_terminal == []
+    assert outcome.terminal == outcome.runs
+    assert sum(outcome.statuses.values()) == outcome.runs  # the counters balance
+    assert not outcome.unbalanced
+    assert outcome.overlapping_attempts == []
+    assert outcome.concurrent_calls == []
+    assert outcome.duplicated == []
+    assert outcome.wrong_keys == []
+    assert outcome.early == []
+    assert outcome.dead_without_letter == []
+    assert outcome.recovered == outcome.hit
+    # The workload did what it is for: successes, retries that ended well, and dead runs
+    assert outcome.statuses["SUCCEEDED"] > 0
+    assert outcome.statuses["DEAD"] > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("dynamodb-throttled", {"throttle"}),
+        ("dynamodb-errors", {"internal", "connection", "timeout"}),
+        # SQS sends are few at this size: a handful of faults, drawn from every kind in turn
+        ("sqs-sends", {"throttle", "internal", "connection", "timeout", "partial"}),
+        ("workers-killed", {"worker killed after the lease", "worker killed after the call"}),
+        ("planner-killed", {"crash_before", "crash_after"}),
+        ("duplicate-deliveries", {"message delivered twice", "concurrent double deliveries"}),
+    ],
+)
+def test_faults_lose_nothing_and_never_run_a_fire_twice_at_once(name: str, kinds: set[str]) -> None:
+    outcome = run_scenario(SCENARIOS[name], fires=FIRES, seed=SEED)
+    injected = set(outcome.injected)
+    assert kinds <= injected if name != "sqs-sends" else len(kinds & injected) >= 2, outcome.injected
+    assert outcome.hit > 0
+    assert_nothing_lost_or_doubled(outcome)
+
+
+def test_racing_planners_plan_each_fire_once() -> None:
+    outcome = run_scenario(SCENARIOS["racing-planners"], fires=FIRES, seed=SEED)
+    assert_nothing_lost_or_doubled(outcome)
+    # Both planners put and sent, yet each fire was counted planned once
+    assert outcome.metric_balance["planned"] == outcome.runs
+
+
+def test_skewed_worker_clocks_never_fire_early() -> None:
+    outcome = run_scenario(SCENARIOS["clock-skew"], fires=FIRES, seed=SEED)
+    assert_nothing_lost_or_doubled(outcome)
