@@ -12,8 +12,13 @@ status add up to the runs planned.
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import BotoCoreError
+from tickwork.domain.models import RunStatus
 
+from bench._faults import FaultInjector, FaultRule
 from bench.faults import SCENARIOS, Outcome, run_scenario
+from tests.integration.conftest import START
+from tests.reliability.conftest import Engine
 
 FIRES = 40
 SEED = 11
@@ -68,3 +73,31 @@ def test_racing_planners_plan_each_fire_once() -> None:
 def test_skewed_worker_clocks_never_fire_early() -> None:
     outcome = run_scenario(SCENARIOS["clock-skew"], fires=FIRES, seed=SEED)
     assert_nothing_lost_or_doubled(outcome)
+
+
+def test_a_dead_letter_whose_send_failed_is_sent_when_the_message_comes_back(engine: Engine) -> None:
+    # Given a run whose only attempt fails, and the dead-letter send right after the DEAD write failing
+    engine.receiver.script["/down"] = [503]
+    job = engine.create(
+        schedule={"type": "once", "at": START.isoformat()},
+        target=engine.http("/down"),
+        retry={"max_attempts": 1},
+    ).job
+    (run,) = engine.runs_of("acme", job.job_id)
+    faults = FaultInjector([FaultRule("sqs", frozenset({"SendMessage"}), 1.0, ("connection",))])
+    faults.install(engine.sqs)
+    with pytest.raises(BotoCoreError):
+        engine.executor().handle(engine.message_for(run))
+    faults.uninstall(engine.sqs)
+    assert engine.run("acme", run.run_id).status is RunStatus.DEAD
+    assert faults.counts == {"connection": 1}
+    assert engine.dead_letters() == []
+    # When the message comes back (it was not deleted) and again after that
+    engine.executor().handle(engine.message_for(run))
+    engine.executor().handle(engine.message_for(run))
+    # Then the dead letter was sent once, and the target was not called again
+    (letter,) = engine.dead_letters()
+    assert letter["run_id"] == run.run_id
+    assert letter["reason"] == "max_attempts"
+    assert letter["last_error"]["code"] is not None
+    assert len(engine.receiver.for_path("/down")) == 1

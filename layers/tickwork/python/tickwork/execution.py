@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from tickwork.adapters.jobs import DynamoJobStore
 from tickwork.adapters.queue import MAX_DELAY_SECONDS, START_GRACE, SqsDeadRunQueue, SqsRunDispatcher
@@ -136,6 +136,9 @@ class RunExecutor:
 
     def _handle(self, run: Run, job: Job) -> Outcome:
         now = self.clock()
+        if run.status is RunStatus.DEAD and self.runs.dead_letter_owed(run.tenant_id, run.run_id):
+            self._send_dead_letter(run, reason=run.reason or "retries_exhausted", error=_last_error(run))
+            return Outcome.finished("dead letter sent after a lost send")
         if run.status in TERMINAL_RUN_STATUSES or (
             run.status is RunStatus.RUNNING
             and run.lease_expires_at is not None
@@ -293,8 +296,14 @@ class RunExecutor:
                 "message": result.error_message,
                 "status_code": result.status_code,
             }
-            self.dead_runs.send(run, reason=reason, error=error)
+            self._send_dead_letter(run, reason=reason, error=error)
         return finished
+
+    def _send_dead_letter(self, run: Run, *, reason: str, error: dict[str, Any]) -> None:
+        """Send, then clear the debt. A failure in between leaves the message undeleted and the debt
+        recorded, so the letter goes out when the message comes back (at least once)."""
+        self.dead_runs.send(run, reason=reason, error=error)
+        self.leases.dead_letter_sent(run)
 
     def _finish(self, run: Run, status: RunStatus, attempt: Attempt, now: datetime, **fields: object) -> bool:
         finished = self.leases.finish(run, status=status, attempt=attempt, now=now, **fields)  # type: ignore[arg-type]
@@ -302,6 +311,15 @@ class RunExecutor:
             self.metrics.count("LeaseConflicts")
             logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")
         return finished
+
+
+def _last_error(run: Run) -> dict[str, Any]:
+    last = run.attempts[-1] if run.attempts else None
+    return {
+        "code": last.error_code if last else None,
+        "message": last.error_message if last else None,
+        "status_code": None,  # not kept on the attempt record
+    }
 
 
 def _timeout_of(job: Job) -> int:

@@ -44,6 +44,9 @@ START_GRACE = timedelta(seconds=60)
 # whoever ends the attempt (the worker, or the sweeper once the lease expired) gives back what was taken.
 # Absent counts as held: leases taken before the flag existed all held one.
 SLOT = "in_flight_slot"
+# Set with DEAD until the dead letter is known to be in its queue: a redelivered message finds it and
+# sends the letter again (the worker may have died, or the send failed, right after the DEAD write).
+DEAD_LETTER_OWED = "dead_letter_owed"
 _RUN_FIELDS = frozenset(Run.model_fields)
 
 
@@ -168,6 +171,16 @@ class DynamoRunStore:
         )
 
     # --- reads --------------------------------------------------------------------------------------------
+    def dead_letter_owed(self, tenant_id: str, run_id: str) -> bool:
+        response = self.client.get_item(
+            TableName=self.table,
+            Key=self._key(tenant_id, run_id),
+            ConsistentRead=True,
+            ProjectionExpression="#owed",
+            ExpressionAttributeNames={"#owed": DEAD_LETTER_OWED},
+        )
+        return DEAD_LETTER_OWED in response.get("Item", {})
+
     def get(self, tenant_id: str, run_id: str) -> Run:
         response = self.client.get_item(
             TableName=self.table, Key=self._key(tenant_id, run_id), ConsistentRead=True
@@ -428,10 +441,18 @@ class DynamoRunLeases:
         if status in TERMINAL_RUN_STATUSES:
             update.set(finished_at=to_rfc3339(now))
             update.remove(tables.ATTENTION_SHARD, tables.ATTENTION_AT)
+        if status is RunStatus.DEAD:
+            update.set(**{DEAD_LETTER_OWED: True})
         elif attention_at is not None:
             self._attention(update, run.run_id, attention_at)
         self._hold(update, run)
         return self._end_attempt(run, update, slot_held)
+
+    def dead_letter_sent(self, run: Run) -> bool:
+        """The DEAD run's letter is in the dead-run queue: nothing is owed any more."""
+        update = Update().remove(DEAD_LETTER_OWED)
+        update.where(f"attribute_exists({update.name(DEAD_LETTER_OWED)})")
+        return self._try(self._run_update(run, update))
 
     def requeue_expired(self, run: Run, *, now: datetime, abandon: bool, start_grace: timedelta) -> bool:
         """The sweeper's repair of a lease that expired: back to ENQUEUED for another attempt, or ABANDONED
