@@ -20,7 +20,7 @@ from bench.faults import SCENARIOS, Outcome, run_scenario
 from tests.integration.conftest import START
 from tests.reliability.conftest import Engine
 
-FIRES = 40
+FIRES = 30
 SEED = 11
 
 
