@@ -12,6 +12,7 @@ status add up to the runs planned.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from botocore.exceptions import BotoCoreError
@@ -129,3 +130,78 @@ def test_a_dead_letter_whose_send_failed_is_sent_when_the_message_comes_back(eng
     assert letter["reason"] == "max_attempts"
     assert letter["last_error"]["code"] is not None
     assert len(engine.receiver.for_path("/down")) == 1
+
+
+class Died(BaseException):
+    """The planner process dying mid-tick."""
+
+
+def test_one_jobs_failed_write_does_not_stop_the_others_or_the_sweep(engine: Engine) -> None:
+    # Given two jobs due in the same tick, a run left PLANNED by an earlier lost send, and every write
+    # of the first job's run throttled
+    fire_at = START + timedelta(minutes=10)
+    first, second = (
+        engine.create(schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http(path)).job
+        for path in ("/first", "/second")
+    )
+    stale = engine.create(schedule={"type": "once", "at": START.isoformat()}, target=engine.http("/old")).job
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    (stale_run,) = engine.runs_of("acme", stale.job_id)
+    engine.runtime.leases.unsent(stale_run, engine.clock())  # back to PLANNED, for the sweeper
+
+    def throttle_first(params: dict[str, Any], **_: Any) -> None:
+        if first.job_id in str(params.get("Item", {})):
+            raise engine.dynamodb.exceptions.ProvisionedThroughputExceededException(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}},
+                "PutItem",
+            )
+
+    engine.dynamodb.meta.events.register_first("before-parameter-build.dynamodb.PutItem", throttle_first)
+    engine.clock.advance(minutes=10)
+    # When the planner ticks
+    report = engine.tick()
+    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem", throttle_first)
+    # Then the second job was planned and its cursor moved, the sweep ran, and the first job is still due
+    assert report.planned_runs == 1
+    assert [run.run_id for run in engine.runs_of("acme", second.job_id)] != []
+    assert engine.runtime.jobs.get("acme", second.job_id).next_fire_at is None
+    assert report.sweep.resent == [stale_run.run_id]
+    assert engine.runs_of("acme", first.job_id) == []
+    assert engine.runtime.jobs.get("acme", first.job_id).next_fire_at == fire_at
+    # And the next tick plans it
+    assert engine.tick().planned_runs == 1
+    engine.drain()
+    assert {call.path for call in engine.receiver.requests} == {"/first", "/second", "/old"}
+
+
+def test_a_planner_that_dies_mid_tick_keeps_the_cursors_of_the_runs_it_sent(engine: Engine) -> None:
+    # Given twelve one-time jobs due in the same tick, and a planner that dies on the twelfth run's put
+    fire_at = START + timedelta(minutes=10)
+    jobs = [
+        engine.create(schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http("/batch")).job
+        for _ in range(12)
+    ]
+    puts = {"count": 0}
+
+    def die_on_the_twelfth(**_: Any) -> None:
+        puts["count"] += 1
+        if puts["count"] == 12:
+            raise Died
+
+    engine.dynamodb.meta.events.register_first("before-parameter-build.dynamodb.PutItem", die_on_the_twelfth)
+    engine.clock.advance(minutes=10)
+    with pytest.raises(Died):
+        engine.tick()
+    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem", die_on_the_twelfth)
+    # Then the jobs of the ten runs sent in the first batch have their cursors moved; a new tick redoes
+    # only the other two
+    cursors = [engine.runtime.jobs.get("acme", job.job_id).next_fire_at for job in jobs]
+    assert cursors.count(None) == 10
+    assert engine.tick().due_jobs == 2
+    engine.drain()
+    assert len(engine.receiver.for_path("/batch")) == 11
+    # And the run put but never sent before the planner died goes out with the sweeper, after its grace
+    engine.clock.advance(seconds=61)
+    assert len(engine.tick().sweep.resent) == 1
+    engine.drain()
+    assert len(engine.receiver.for_path("/batch")) == 12

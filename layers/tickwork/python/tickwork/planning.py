@@ -70,9 +70,27 @@ class JobPlanner:
 
     def plan_many(self, jobs: Sequence[Job], now: datetime) -> list[PlanResult]:
         """Plan several jobs at once: runs are put job by job and sent ten to a request whatever their
-        jobs (as soon as ten are waiting, so early jobs are not held up), then each cursor moves."""
-        decided: list[tuple[Job, datetime | None, list[Run], list[Run]]] = []
+        jobs (as soon as ten are waiting, so early jobs are not held up); a job's cursor moves once all
+        its new runs went out, so a tick that dies midway keeps what it finished. A job whose write fails
+        keeps its cursor (the next tick plans it again) and does not stop the others."""
+        results: dict[str, PlanResult] = {}
+        unsent_jobs: list[tuple[Job, datetime | None, list[Run], list[Run]]] = []
         waiting: list[Run] = []
+
+        def send(runs: list[Run]) -> None:
+            nonlocal unsent_jobs
+            self._send(runs, now)
+            still_waiting = {run.run_id for run in waiting}
+            done = [entry for entry in unsent_jobs if not any(r.run_id in still_waiting for r in entry[3])]
+            unsent_jobs = [entry for entry in unsent_jobs if entry not in done]
+            for job, next_fire_at, missed, fresh in done:
+                results[job.job_id] = PlanResult(
+                    planned=fresh,
+                    missed=missed,
+                    next_fire_at=next_fire_at,
+                    cursor_advanced=self._advance(job, next_fire_at),
+                )
+
         for job in jobs:
             if not self.is_due(job, now):
                 continue
@@ -84,26 +102,36 @@ class JobPlanner:
                 self._as_stored(new_run(job, fire_at, now, RunStatus.PLANNED), now)
                 for fire_at in decision.run
             ]
-            for run in missed:
-                self.runs.put_if_absent(run)
-            fresh = [run for run in planned if self.runs.put_if_absent(run) is None]
-            decided.append((job, decision.next_fire_at, missed, fresh))
+            fresh: list[Run] = []
+            try:
+                for run in missed:
+                    self.runs.put_if_absent(run)
+                for run in planned:
+                    if self.runs.put_if_absent(run) is None:
+                        fresh.append(run)
+            except Exception:
+                # The runs already put still go out; the cursor stays, so the next tick redoes the rest.
+                logger.exception("planning a job failed", extra={"job_id": job.job_id})
+                waiting += fresh
+                results[job.job_id] = PlanResult(planned=fresh, next_fire_at=job.next_fire_at)
+                continue
+            unsent_jobs.append((job, decision.next_fire_at, missed, fresh))
             waiting += fresh
             if len(waiting) >= SEND_BATCH:
                 full = len(waiting) - len(waiting) % SEND_BATCH
-                self._send(waiting[:full], now)
-                waiting = waiting[full:]
-        self._send(waiting, now)
-        results = {
-            job.job_id: PlanResult(
-                planned=fresh,
-                missed=missed,
-                next_fire_at=next_fire_at,
-                cursor_advanced=self.jobs.advance_cursor(job, next_fire_at),
-            )
-            for job, next_fire_at, missed, fresh in decided
-        }
+                batch, waiting = waiting[:full], waiting[full:]
+                send(batch)
+        batch, waiting = waiting, []
+        send(batch)
         return [results.get(job.job_id) or PlanResult(next_fire_at=job.next_fire_at) for job in jobs]
+
+    def _advance(self, job: Job, next_fire_at: datetime | None) -> bool:
+        try:
+            return self.jobs.advance_cursor(job, next_fire_at)
+        except Exception:
+            # Planning again is harmless (run ids are deterministic): the next tick retries.
+            logger.exception("moving a job's cursor failed", extra={"job_id": job.job_id})
+            return False
 
     def _as_stored(self, run: Run, now: datetime) -> Run:
         return self.dispatcher.stored_as(run, now) if isinstance(self.dispatcher, StoringDispatcher) else run
