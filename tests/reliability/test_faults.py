@@ -205,3 +205,28 @@ def test_a_planner_that_dies_mid_tick_keeps_the_cursors_of_the_runs_it_sent(engi
     assert len(engine.tick().sweep.resent) == 1
     engine.drain()
     assert len(engine.receiver.for_path("/batch")) == 12
+
+
+def test_one_runs_failed_repair_does_not_stop_the_sweep(engine: Engine) -> None:
+    # Given two runs whose sends were lost, and the sweeper's first send failing
+    jobs = [
+        engine.create(schedule={"type": "once", "at": START.isoformat()}, target=engine.http("/swept")).job
+        for _ in range(2)
+    ]
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    for job in jobs:
+        (run,) = engine.runs_of("acme", job.job_id)
+        engine.runtime.leases.unsent(run, engine.clock())
+    faults = FaultInjector([FaultRule("sqs", frozenset({"SendMessageBatch"}), 0.5, ("throttle",))], seed=1)
+    faults.install(engine.sqs)
+    engine.clock.advance(seconds=31)
+    # When the sweeper runs
+    report = engine.tick()
+    faults.uninstall(engine.sqs)
+    # Then the other run was sent, and the failed one is sent by the next sweep
+    assert faults.counts == {"throttle": 1}
+    assert len(report.sweep.resent) == 1
+    engine.clock.advance(seconds=31)
+    assert len(engine.tick().sweep.resent) == 1
+    engine.drain()
+    assert len(engine.receiver.for_path("/swept")) == 2

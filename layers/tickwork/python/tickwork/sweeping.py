@@ -56,6 +56,9 @@ class Sweeper:
                     self._repair(tenant_id, run_id, now, report)
                 except NotFound:
                     logger.warning("open run vanished", extra={"run_id": run_id})
+                except Exception:
+                    # Its attention time has not moved, so the next sweep tries again; the others go on.
+                    logger.exception("repairing an open run failed", extra={"run_id": run_id})
         return report
 
     def _repair(self, tenant_id: str, run_id: str, now: datetime, report: SweepReport) -> None:
