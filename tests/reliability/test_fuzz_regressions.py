@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tickwork.domain.models import LATEST_INSTANT, JobSpec, RateSchedule
+from tickwork.domain.models import LATEST_INSTANT, JobSpec, OnceSchedule, RateSchedule
 from tickwork.domain.schedule import next_fire_times
 
 from tests.conftest import TOKENS, item_counts
@@ -174,3 +174,64 @@ def test_now_is_inside_the_range_of_timestamps() -> None:
     # The bound must never refuse a job created today.
     now = datetime.now(UTC)
     JobSpec.model_validate(job(schedule={"type": "once", "at": (now + timedelta(days=1)).isoformat()}))
+
+
+# --- request bodies the JSON decoder cannot read ----------------------------------------------------------
+# `parse_json_object` in tickwork/api/app.py lets RecursionError (a body nested deeper than the interpreter's
+# recursion limit) and ValueError (an integer of more than 4,300 digits) escape, so the handler raises and
+# API Gateway answers 5xx. The fix belongs in that function (turn both into the JSONDecodeError it already
+# raises for NaN); these tests flip to passing, and then fail as XPASS, once it is made.
+UNREADABLE_BODIES = [
+    pytest.param(
+        '{"name": "deep", "payload": ' + "[" * 100_000 + "]" * 100_000 + "}", id="nested-100000-deep"
+    ),
+    pytest.param('{"name": "digits", "payload": ' + "9" * 5000 + "}", id="integer-of-5000-digits"),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="parse_json_object in tickwork/api/app.py lets the error escape")
+@pytest.mark.parametrize("raw_body", UNREADABLE_BODIES)
+def test_a_body_the_json_decoder_cannot_read_is_a_400(api: ApiGateway, dynamodb: Any, raw_body: str) -> None:
+    before = item_counts(dynamodb)
+    response = api.request("POST", "/v1/jobs", token=ACME, raw_body=raw_body)
+    assert response.status == 400
+    assert response.body["error"]["code"] == "invalid_json"
+    assert item_counts(dynamodb) == before
+
+
+# --- found by the property tests over the job model -------------------------------------------------------
+def test_a_start_finer_than_a_millisecond_is_rounded_up_so_the_stored_job_is_never_early() -> None:
+    # Stored and shown with milliseconds, `2030-01-01T00:00:00.000100Z` came back as `...00.000Z`: the job
+    # read back from the table fired 100 microseconds before the time asked for.
+    spec = JobSpec.model_validate(
+        job(
+            schedule={
+                "type": "rate",
+                "every_seconds": 60,
+                "start_at": "2030-01-01T00:00:00.000100Z",
+                "end_at": "2030-01-02T00:00:00.999001+00:00",
+            }
+        )
+    )
+    assert isinstance(spec.schedule, RateSchedule)
+    assert spec.schedule.start_at == datetime(2030, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)
+    assert spec.schedule.end_at == datetime(2030, 1, 2, 0, 0, 0, 999001, tzinfo=UTC)  # an end is kept exact
+    assert JobSpec.model_validate_json(spec.model_dump_json()) == spec
+    once = JobSpec.model_validate(job(schedule={"type": "once", "at": "2030-01-01T00:00:00.999999Z"}))
+    assert isinstance(once.schedule, OnceSchedule)
+    assert once.schedule.at == datetime(2030, 1, 1, 0, 0, 1, tzinfo=UTC)
+
+
+def test_a_payload_nested_deeper_than_64_levels_is_refused(api: ApiGateway, dynamodb: Any) -> None:
+    # 200 levels passed validation and were stored, but pydantic's JSON parser refuses that depth: a job
+    # that cannot be read back from its own JSON.
+    deep: Any = "bottom"
+    for _ in range(65):
+        deep = [deep]
+    response = refused(api, dynamodb, job(payload=deep))
+    assert response.status == 400
+    assert response.body["error"]["field"] == "payload"
+    assert "65 levels deep; the limit is 64" in response.body["error"]["message"]
+    deep = deep[0]
+    accepted = api.request("POST", "/v1/jobs", token=ACME, body=job(payload=deep))
+    assert accepted.status == 201, accepted.body

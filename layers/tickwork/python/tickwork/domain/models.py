@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -28,6 +28,9 @@ from pydantic_core import PydanticCustomError
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+# JSON parsers bound nesting (pydantic's own at about 200 levels, others lower): a deeper payload could be
+# stored and then not read back, or not parsed by the target.
+MAX_PAYLOAD_DEPTH = 64
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
 RESERVED_HEADER_PREFIX = "x-tickwork-"
 RESERVED_HEADERS = frozenset({"authorization", "idempotency-key", "host", "content-length"})
@@ -61,6 +64,30 @@ Instant = Annotated[
 ]
 """An RFC 3339 timestamp with an offset, held as UTC, between 1970 and the end of year 9999."""
 
+
+def _ceil_to_millisecond(value: datetime) -> datetime:
+    below = value.microsecond % 1000
+    return value + timedelta(microseconds=1000 - below) if below else value
+
+
+def _to_rfc3339_exact(value: datetime) -> str:
+    """Like ``to_rfc3339``, with microseconds when the value has them below the millisecond."""
+    if value.microsecond % 1000:
+        return to_utc(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return to_rfc3339(value)
+
+
+# Instants are stored and shown with millisecond precision. A finer fire time or start is rounded up, so the
+# stored job never fires before the time asked for.
+FireInstant = Annotated[Instant, AfterValidator(_ceil_to_millisecond), AfterValidator(_instant_in_range)]
+# An end keeps its microseconds (rounding it either way would admit a fire after it, or refuse an end just
+# after the start), so it reads back exactly as given.
+EndInstant = Annotated[
+    AwareDatetime,
+    AfterValidator(_instant_in_range),
+    PlainSerializer(_to_rfc3339_exact, return_type=str, when_used="json"),
+]
+
 JobName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
@@ -80,12 +107,12 @@ class DstPolicy(StrictModel):
 
 class OnceSchedule(StrictModel):
     type: Literal["once"]
-    at: Instant
+    at: FireInstant
 
 
 class _BoundedSchedule(StrictModel):
-    start_at: Instant | None = None
-    end_at: Instant | None = None
+    start_at: FireInstant | None = None
+    end_at: EndInstant | None = None
 
     @model_validator(mode="after")
     def _end_after_start(self) -> _BoundedSchedule:
@@ -250,7 +277,28 @@ def payload_size(payload: Any) -> int:
     return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode())
 
 
+def payload_depth(payload: Any) -> int:
+    """How deeply arrays and objects nest in the payload (a scalar is 0), without recursion."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(payload, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth) for child in children)
+    return deepest
+
+
 def _check_payload_size(payload: JsonValue) -> JsonValue:
+    depth = payload_depth(payload)
+    if depth > MAX_PAYLOAD_DEPTH:
+        raise PydanticCustomError(
+            "invalid_payload",
+            "payload nests {depth} levels deep; the limit is {limit}",
+            {"depth": depth, "limit": MAX_PAYLOAD_DEPTH},
+        )
     try:
         size = payload_size(payload)
     except UnicodeEncodeError as error:
