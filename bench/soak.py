@@ -443,6 +443,7 @@ class Timeline:
     first_fire: float
     events: list[tuple[float, str]] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
+    baseline: tracemalloc.Snapshot | None = None  # with --tracemalloc: the heap after the first minute
 
     def note(self, text: str) -> None:
         self.events.append((time.time() - self.first_fire, text))
@@ -462,10 +463,26 @@ def sampler(timeline: Timeline, receiver: Receiver, stop: threading.Event) -> No
                     len(receiver.arrivals),
                 )
             )
+            if tracemalloc.is_tracing() and timeline.baseline is None and timeline.samples[-1].at >= 60:
+                timeline.baseline = tracemalloc.take_snapshot()
         except Exception as error:  # a sample lost is no reason to stop the soak
             timeline.note(f"sample failed: {error!r}")
         if stop.wait(SAMPLE_SECONDS):
             return
+
+
+def heap_growth(baseline: tracemalloc.Snapshot | None, top: int = 12) -> str:
+    """The lines whose allocations grew most since ``baseline``, as a markdown table."""
+    if baseline is None:
+        return ""
+    stats = tracemalloc.take_snapshot().compare_to(baseline, "lineno")[:top]
+    return table(
+        ("allocated at", "growth MiB", "blocks"),
+        (
+            (str(stat.traceback[0]), f"{stat.size_diff / 2**20:+.1f}", f"{stat.count_diff:+d}")
+            for stat in stats
+        ),
+    )
 
 
 def restart_plan(minutes: int, first_fire: float) -> list[tuple[float, str]]:
@@ -636,8 +653,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     receiver = Receiver()
     try:
         with local_stack(os.path.join(directory, "tickwork.log")) as stack:
-            # Enough lead for creating the jobs (~40/s under moto) before the first fire.
-            start = (datetime.now(UTC) + timedelta(seconds=15 + args.jobs / 20)).replace(microsecond=0)
+            # Lead for creating the jobs before the first fire: 20-40/s under moto, slower on a busy machine.
+            start = (datetime.now(UTC) + timedelta(seconds=15 + args.jobs / 10)).replace(microsecond=0)
             end = start + timedelta(minutes=args.minutes, seconds=-1)
             # A short run leaves out the jobs whose every fire falls after it (tickwork refuses them).
             mix = [job for job in job_mix(args.jobs) if expected_fires(job.expression, start, end)]
@@ -659,6 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(2)  # late duplicates, if any
             stop_sampling.set()
             sampling.join(timeout=60)
+            growth_sites = heap_growth(timeline.baseline)
             arrivals = receiver.snapshot()
             with stack.metrics.lock:
                 counters: Counter[str] = Counter()
@@ -674,6 +692,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             text = report(args, mix, timeline, arrivals, result, wrong, counters, stack.sweeps, setup_seconds)
     finally:
         receiver.close()
+    if growth_sites:
+        text += (
+            "\n\nTraced heap growth from the first minute to the end, by allocating line:\n\n" + growth_sites
+        )
     print(text)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as output:

@@ -4,12 +4,14 @@ a run due while either was down is delivered once when it is back."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -24,10 +26,38 @@ TENANT = "restarts"
 HORIZON_SECONDS = 1
 
 
+LoggingState = tuple[list[tuple[logging.StreamHandler[Any], Any]], list[logging.Handler], bool]
+
+
+def saved_logging() -> LoggingState:
+    """The stack sends tickwork's and Powertools' logs to its log file; later tests expect them back."""
+    streams = [
+        (handler, handler.stream)
+        for handler in logging.getLogger("tickwork").handlers
+        if isinstance(handler, logging.StreamHandler)
+    ]
+    library = logging.getLogger("aws_lambda_powertools")
+    return streams, list(library.handlers), library.propagate
+
+
+def restore_logging(state: LoggingState) -> None:
+    streams, handlers, propagate = state
+    for handler, stream in streams:
+        opened = handler.setStream(stream)
+        if opened is not None and opened is not stream:
+            opened.close()
+    library = logging.getLogger("aws_lambda_powertools")
+    for added in [handler for handler in library.handlers if handler not in handlers]:
+        library.removeHandler(added)
+        added.close()
+    library.propagate = propagate
+
+
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The local stack in threads of this process; the environment comes back as it was."""
     saved = dict(os.environ)
+    logs = saved_logging()
     os.environ["TICKWORK_LOCAL_TENANTS"] = f"{TENANT}:tw_e2e_restarts"
     # Creating a job plans the fires within the horizon itself: keep it short, so the planner test's
     # fire is left to the planner loop.
@@ -54,6 +84,7 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
         os.environ.update(saved)
         runtime.cache_clear()
         boto3.DEFAULT_SESSION = None
+        restore_logging(logs)
     assert not thread.is_alive(), "the local stack did not stop"
 
 
