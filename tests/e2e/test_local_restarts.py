@@ -144,3 +144,14 @@ def test_a_fire_due_while_the_planner_was_stopped_runs_once_it_is_back(
     assert wait_for(lambda: run_statuses(job_id) == ["SUCCEEDED"], timeout=10)
     (request,) = receiver.for_path("/planner")
     assert request.at - due.timestamp() >= 1.5  # late, as the misfire policy (fire_once) allows
+
+
+def test_moto_keeps_no_copy_of_every_item_and_message_it_made(stack: LocalStack, receiver: Receiver) -> None:
+    """Left to itself moto keeps them all for its dashboard, and the local stack grew by gigabytes."""
+    from moto.dynamodb.models.dynamo_type import Item
+    from moto.sqs.models import Message
+
+    job_id = one_time_job(receiver, "/tracking", datetime.now(UTC) + timedelta(seconds=1))
+    assert wait_for(lambda: run_statuses(job_id) == ["SUCCEEDED"], timeout=10)
+    assert len(Item.instances_tracked) == 0  # type: ignore[attr-defined]
+    assert len(Message.instances_tracked) == 0  # type: ignore[attr-defined]
