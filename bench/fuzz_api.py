@@ -21,6 +21,7 @@ import argparse
 import io
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -327,6 +328,7 @@ def local_stack() -> Iterator[str]:
     finally:
         stack.stop.set()
         thread.join(timeout=60)
+        shutil.rmtree(directory, ignore_errors=True)
         os.environ.clear()
         os.environ.update(saved)
         runtime.cache_clear()
