@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
-from tickwork.domain.models import Target
-from tickwork.domain.targets import AwsTargetPolicy, check_aws_target, target_arn
+from tickwork.domain.models import HttpTarget, Target
+from tickwork.domain.targets import AwsTargetPolicy, check_aws_target, check_http_target, target_arn
 from tickwork.errors import InvalidInput
 
 POLICY = AwsTargetPolicy(
@@ -106,3 +106,37 @@ def test_no_patterns_allow_no_aws_target_and_no_policy_allows_any() -> None:
     with pytest.raises(InvalidInput):
         check_aws_target(target, AwsTargetPolicy(patterns=(), region="eu-west-1", account="123456789012"))
     check_aws_target(target, None)
+
+
+# --- webhook hosts given as IP literals -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "host",
+    [
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "64:ff9b::7f00:1",  # NAT64 of 127.0.0.1
+        "64:ff9b:1::a00:1",  # NAT64 local-use prefix
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+        "::7f00:1",  # IPv4-compatible 127.0.0.1
+        "fec0::1",  # site-local
+        "::ffff:a9fe:a9fe",  # IPv4-mapped 169.254.169.254
+    ],
+)
+def test_ipv6_literals_carrying_a_private_ipv4_address_are_refused_at_create(host: str) -> None:
+    target = TypeAdapter(Target).validate_python({"type": "http", "url": f"http://[{host}]/hook"})
+    assert isinstance(target, HttpTarget)
+
+    with pytest.raises(InvalidInput) as refused:
+        check_http_target(target, allow_private=False)
+
+    assert (refused.value.code, refused.value.field) == ("target_not_allowed", "target.url")
+
+
+@pytest.mark.parametrize(
+    "host", ["64:ff9b::5db8:d822", "2002:5db8:d822::1", "2606:2800:220:1:248:1893:25c8:1946"]
+)
+def test_ipv6_literals_carrying_a_public_address_are_allowed(host: str) -> None:
+    target = TypeAdapter(Target).validate_python({"type": "http", "url": f"http://[{host}]/hook"})
+    assert isinstance(target, HttpTarget)
+
+    check_http_target(target, allow_private=False)

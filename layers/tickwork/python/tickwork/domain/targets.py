@@ -31,10 +31,29 @@ def parse_ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address
         return None
 
 
+# IPv6 forms that carry an IPv4 address for a translator or a tunnel to reach, which the standard library
+# (3.11) calls global: NAT64's well-known prefix, its local-use prefix, and the deprecated IPv4-compatible
+# and site-local ranges.
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NEVER_PUBLIC = (
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("::/96"),
+    ipaddress.IPv6Network("fec0::/10"),
+)
+
+
 def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
+    """Global unicast, and so is any IPv4 address inside it that IPv4-mapping, NAT64 or 6to4 delivers to."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return address.is_global and not address.is_multicast
+    if address.ipv4_mapped is not None:
+        return is_public_address(address.ipv4_mapped)
+    if not address.is_global or address.is_multicast or any(address in net for net in _NEVER_PUBLIC):
+        return False
+    embedded = [address.sixtofour]
+    if address in _NAT64:
+        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
+    return all(is_public_address(inner) for inner in embedded if inner is not None)
 
 
 def check_http_target(target: HttpTarget, *, allow_private: bool) -> None:

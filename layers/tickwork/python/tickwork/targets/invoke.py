@@ -66,15 +66,6 @@ MAX_MESSAGE_CHARS = 500
 MAX_CONNECT_SECONDS = 5
 REFUSED_CODE = "target_not_allowed"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-# IPv6 forms that carry an IPv4 address for a translator or a tunnel to reach, which the standard library
-# (3.11) calls global: NAT64's well-known prefix, its local-use prefix, and the deprecated IPv4-compatible
-# and site-local ranges.
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_NEVER_PUBLIC = (
-    ipaddress.IPv6Network("64:ff9b:1::/48"),
-    ipaddress.IPv6Network("::/96"),
-    ipaddress.IPv6Network("fec0::/10"),
-)
 
 
 # --- results ----------------------------------------------------------------------------------------------
@@ -296,24 +287,10 @@ def _checked_address(host: str, port: int, resolver: Resolver) -> str | TargetRe
         if not addresses:
             return _retryable("connection_error", f"could not resolve host {host!r}")
     # Any bad address refuses the host: which one a client picks is not ours to predict.
-    if not all(_reachable_publicly(address) for address in addresses):
+    if not all(is_public_address(address) for address in addresses):
         return _refused(host)
     # IPv4 first: Lambda functions often have no IPv6 route out.
     return str(min(addresses, key=lambda address: address.version))
-
-
-def _reachable_publicly(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Public, and so is any IPv4 address inside it that NAT64 or 6to4 would deliver to."""
-    if not is_public_address(address):
-        return False
-    if isinstance(address, ipaddress.IPv4Address):
-        return True
-    if any(address in network for network in _NEVER_PUBLIC):
-        return False
-    embedded = [address.sixtofour]
-    if address in _NAT64:
-        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
-    return all(is_public_address(inner) for inner in embedded if inner is not None)
 
 
 def check_redirect(
