@@ -84,7 +84,14 @@ def parse_json_object(body: str) -> dict[str, Any]:
     def refuse_constant(name: str) -> Any:
         raise json.JSONDecodeError(f"{name} is not valid JSON", body, 0)
 
-    parsed = json.loads(body, parse_constant=refuse_constant)
+    try:
+        parsed = json.loads(body, parse_constant=refuse_constant)
+    except RecursionError as error:
+        raise json.JSONDecodeError("the JSON is nested too deeply", body, 0) from error
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # an integer longer than the interpreter converts
+        raise json.JSONDecodeError(str(error), body, 0) from error
     if not isinstance(parsed, dict):
         raise json.JSONDecodeError("the request body must be a JSON object", body, 0)
     return parsed
