@@ -371,6 +371,20 @@ def test_error_message_never_repeats_header_values_the_target_echoes(server: Loc
     assert "[redacted]" in result.error_message
 
 
+@pytest.mark.parametrize("value", ["\U0001f600", "\u0436\u0443\u043a"])
+def test_a_header_that_cannot_be_sent_is_permanent_and_nothing_is_sent(
+    server: LocalServer, value: str
+) -> None:
+    # Stored before header values were limited to printable ASCII: the model would refuse it now.
+    target = http_target(server.url("/ok")).model_copy(update={"headers": {"X-Note": value}})
+
+    result = call_http(target)
+
+    assert (result.outcome, result.error_code) == (OutcomeClass.PERMANENT, "invalid_header")
+    assert value not in (result.error_message or "")
+    assert server.requests == []
+
+
 def test_a_slow_target_times_out_and_is_retryable(server: LocalServer) -> None:
     started = time.monotonic()
     result = call_http(http_target(server.url("/slow"), timeout_seconds=1))

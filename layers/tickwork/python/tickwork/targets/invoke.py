@@ -420,6 +420,9 @@ def _exchange(
         return _retryable("tls_error", f"TLS handshake with {host!r} failed")
     except LocationValueError:
         return _permanent("bad_url", f"URL for {host!r} is not valid")
+    except ValueError:
+        # A header stored before values were limited to printable ASCII cannot be encoded: it never will be.
+        return _permanent("invalid_header", "a header of the target cannot be sent")
     except (Urllib3HTTPError, OSError) as error:
         return _retryable("connection_error", f"connection to {host!r} failed ({type(error).__name__})")
     try:
