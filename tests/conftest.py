@@ -78,7 +78,10 @@ def api(tenants: dict[str, Tenant]) -> ApiGateway:
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = client.scan(TableName=table)["Items"]
+    """Every item, across scan pages (a page stops at 1 MB, which a few large payloads fill)."""
+    items: list[dict[str, Any]] = []
+    for page in client.get_paginator("scan").paginate(TableName=table):
+        items.extend(page["Items"])
     return items
 
 
