@@ -49,8 +49,10 @@ run: install
 bench: install
 	$(BIN)/python -m bench
 
-# Long reliability runs; their figures go to docs/reliability.md.
+# Long reliability runs; their figures go to docs/reliability.md. The fault scenarios also run, smaller, in
+# `make test`; here each has 150 fires (about 15 minutes under moto).
 soak: install
+	$(BIN)/python -m bench.faults
 	$(BIN)/python -m bench.soak
 	$(BIN)/python -m bench.fuzz_api
 

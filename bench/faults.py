@@ -3,7 +3,7 @@ delivered twice, planners racing and worker clocks skewed. Each scenario runs a 
 end on a fake clock and checks that nothing was lost, nothing ran twice at once, nothing ran early, and
 the counters balance.
 
-    python -m bench.faults                 # every scenario, 300 fires each, a markdown table
+    python -m bench.faults                 # every scenario, 150 fires each, a markdown table
     python -m bench.faults --runs 100 --only sqs-sends,clock-skew
 
 The same scenario code runs (smaller) in ``tests/reliability/test_faults.py``.
@@ -760,7 +760,7 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def run_scenario(scenario: Scenario, *, fires: int = 300, seed: int = 7) -> Outcome:
+def run_scenario(scenario: Scenario, *, fires: int = 150, seed: int = 7) -> Outcome:
     rng = random.Random(seed)  # noqa: S311 - a reproducible workload, not security
     wall = time.perf_counter()
     with world() as current:
@@ -819,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=300, help="fires per scenario (default 300)")
+    parser.add_argument("--runs", type=int, default=150, help="fires per scenario (default 150)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     args = parser.parse_args(argv)
