@@ -18,13 +18,11 @@ reproduces each) and exits 1 on any failure. Nothing leaves loopback.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -299,40 +297,20 @@ def seed_real_ids(base_url: str, token: str) -> dict[str, str]:
 @contextmanager
 def local_stack() -> Iterator[str]:
     """A fresh local stack in a thread of this process, on a free loopback port; yields its URL."""
-    import boto3
-    from tickwork.runtime import runtime
-    from tickwork_local.stack import LocalStack, free_port
+    from tickwork_local.stack import running_in_thread
 
-    saved = dict(os.environ)
-    os.environ["TICKWORK_LOCAL_TENANTS"] = f"{TENANT}:{TOKEN}"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
     directory = tempfile.mkdtemp(prefix="tickwork-fuzz-")
-    port = free_port()
-    stack = LocalStack(
-        host="127.0.0.1",
-        port=port,
-        quiet=True,
-        data_dir=None,
-        log_file=os.path.join(directory, "tickwork.log"),
-        tick_seconds=1.0,
-        workers=2,
-        out=io.StringIO(),
-    )
-    thread = threading.Thread(target=stack.run, name="tickwork-local", daemon=True)
-    thread.start()
     try:
-        if not stack.ready.wait(120):
-            raise SystemExit("the local stack did not start in 120 s")
-        raise_rate_limit()
-        yield f"http://127.0.0.1:{port}"
+        with running_in_thread(
+            environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            log_file=os.path.join(directory, "tickwork.log"),
+            tick_seconds=1.0,
+            workers=2,
+        ) as stack:
+            raise_rate_limit()
+            yield f"http://127.0.0.1:{stack.port}"
     finally:
-        stack.stop.set()
-        thread.join(timeout=60)
         shutil.rmtree(directory, ignore_errors=True)
-        os.environ.clear()
-        os.environ.update(saved)
-        runtime.cache_clear()
-        boto3.DEFAULT_SESSION = None
 
 
 def raise_rate_limit() -> None:

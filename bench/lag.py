@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import io
 import json
 import os
 import pstats
@@ -267,38 +266,17 @@ def _profiled_stack_class() -> type:
 @contextmanager
 def local_stack() -> Iterator[Any]:
     """The local stack in a thread of this process; the environment comes back as it was."""
-    import boto3
-    from tickwork.runtime import runtime
-    from tickwork_local.stack import free_port
+    from tickwork_local.stack import running_in_thread
 
-    saved = dict(os.environ)
-    os.environ["TICKWORK_LOCAL_TENANTS"] = f"{TENANT}:{TOKEN}"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
     directory = tempfile.mkdtemp(prefix="tickwork-bench-")
-    stack_class = _profiled_stack_class()
-    stack = stack_class(
-        host="127.0.0.1",
-        port=free_port(),
-        quiet=True,
-        data_dir=None,
+    with running_in_thread(
+        environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+        stack_class=_profiled_stack_class(),
         log_file=os.path.join(directory, "tickwork.log"),
         tick_seconds=1.0,
         workers=WORKERS,
-        out=io.StringIO(),
-    )
-    thread = threading.Thread(target=stack.run, name="tickwork-local", daemon=True)
-    thread.start()
-    try:
-        if not stack.ready.wait(120):
-            raise SystemExit("the local stack did not start in 120 s")
+    ) as stack:
         yield stack
-    finally:
-        stack.stop.set()
-        thread.join(timeout=60)
-        os.environ.clear()
-        os.environ.update(saved)
-        runtime.cache_clear()
-        boto3.DEFAULT_SESSION = None
 
 
 def _create_all(stack: Any, specs: list[dict[str, Any]]) -> float:

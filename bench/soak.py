@@ -24,7 +24,6 @@ Python's traced heap, at a cost: it hooks every allocation, and moto allocates a
 from __future__ import annotations
 
 import argparse
-import io
 import math
 import os
 import sys
@@ -340,36 +339,13 @@ def memory_growth(samples: Sequence[Sample], from_second: float) -> tuple[Sample
 @contextmanager
 def local_stack(log_file: str) -> Iterator[Any]:
     """The local stack in threads of this process; the environment comes back as it was."""
-    import boto3
-    from tickwork.runtime import runtime
-    from tickwork_local.stack import LocalStack, free_port
+    from tickwork_local.stack import running_in_thread
 
-    saved = dict(os.environ)
-    os.environ["TICKWORK_LOCAL_TENANTS"] = f"{TENANT}:{TOKEN}"
-    os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
-    stack = LocalStack(
-        host="127.0.0.1",
-        port=free_port(),
-        quiet=True,
-        data_dir=None,
-        log_file=log_file,
-        tick_seconds=1.0,
-        workers=WORKERS,
-        out=io.StringIO(),
-    )
-    thread = threading.Thread(target=stack.run, name="tickwork-local", daemon=True)
-    thread.start()
-    try:
-        if not stack.ready.wait(120):
-            raise SystemExit("the local stack did not start in 120 s")
+    environment = {"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    with running_in_thread(
+        environment=environment, log_file=log_file, tick_seconds=1.0, workers=WORKERS
+    ) as stack:
         yield stack
-    finally:
-        stack.stop.set()
-        thread.join(timeout=60)
-        os.environ.clear()
-        os.environ.update(saved)
-        runtime.cache_clear()
-        boto3.DEFAULT_SESSION = None
 
 
 def create_jobs(mix: Sequence[SoakJob], base_url: str, start: datetime, end: datetime) -> dict[str, SoakJob]:

@@ -3,21 +3,17 @@ a run due while either was down is delivered once when it is back."""
 
 from __future__ import annotations
 
-import io
 import logging
-import os
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from tickwork.domain.models import JobSpec
 from tickwork.runtime import runtime
-from tickwork_local.stack import LocalStack, free_port
+from tickwork_local.stack import LocalStack, running_in_thread
 
 from tests.e2e.conftest import wait_for
 from tests.support.engine import Receiver, start_receiver
@@ -56,36 +52,24 @@ def restore_logging(state: LoggingState) -> None:
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """The local stack in threads of this process; the environment comes back as it was."""
-    saved = dict(os.environ)
     logs = saved_logging()
-    os.environ["TICKWORK_LOCAL_TENANTS"] = f"{TENANT}:tw_e2e_restarts"
-    # Creating a job plans the fires within the horizon itself: keep it short, so the planner test's
-    # fire is left to the planner loop.
-    os.environ["TICKWORK_PLANNER_HORIZON_SECONDS"] = str(HORIZON_SECONDS)
-    running = LocalStack(
-        host="127.0.0.1",
-        port=free_port(),
-        quiet=True,
-        data_dir=None,
-        log_file=str(tmp_path / "tickwork.log"),
-        tick_seconds=0.5,
-        workers=2,
-        out=io.StringIO(),
-    )
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
+    environment = {
+        "TICKWORK_LOCAL_TENANTS": f"{TENANT}:tw_e2e_restarts",
+        # Creating a job plans the fires within the horizon itself: keep it short, so the planner test's
+        # fire is left to the planner loop.
+        "TICKWORK_PLANNER_HORIZON_SECONDS": str(HORIZON_SECONDS),
+    }
     try:
-        assert running.ready.wait(60), "the local stack did not start in 60 s"
-        yield running
+        with running_in_thread(
+            environment=environment,
+            ready_seconds=60,
+            log_file=str(tmp_path / "tickwork.log"),
+            tick_seconds=0.5,
+            workers=2,
+        ) as running:
+            yield running
     finally:
-        running.stop.set()
-        thread.join(timeout=30)
-        os.environ.clear()
-        os.environ.update(saved)
-        runtime.cache_clear()
-        boto3.DEFAULT_SESSION = None
         restore_logging(logs)
-    assert not thread.is_alive(), "the local stack did not stop"
 
 
 @pytest.fixture
