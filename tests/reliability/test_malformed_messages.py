@@ -81,6 +81,25 @@ def send_and_deliver(engine: Engine, body: str) -> dict[str, Any]:
     )
 
 
+UNKNOWN_RUN_OR_JOB = "message for an unknown run or job dropped"
+
+
+def assert_dropped_cleanly(
+    engine: Engine,
+    response: dict[str, Any],
+    worker_log: io.StringIO,
+    before: dict[str, list[dict[str, Any]]],
+    log_message: str,
+) -> None:
+    """Reported as a success (so the mapping deletes it), counted, logged once; nothing changed or called."""
+    assert response["batchItemFailures"] == []
+    assert queue_depth(engine) == 0
+    assert engine.metrics.counts.get("MessagesDropped") == 1
+    assert [line["message"] for line in log_lines(worker_log) if line["level"] == "WARNING"] == [log_message]
+    assert snapshot(engine) == before
+    assert engine.receiver.requests == []
+
+
 def acme_job_with_a_run(engine: Engine) -> Run:
     """An acme job far ahead (nothing planned), and one run of it stored but not sent."""
     job = engine.create(
@@ -135,17 +154,17 @@ MALFORMED = [
     ),
     pytest.param(
         json.dumps({"tenant_id": "\U0001f4a3\u202e", "run_id": "e\u0301:\u05e9"}, ensure_ascii=False),
-        "message for an unknown run or job dropped",
+        UNKNOWN_RUN_OR_JOB,
         id="unicode-ids",
     ),
     pytest.param(
         json.dumps({"tenant_id": "acme", "run_id": "01NOSUCHJOB000000000000000:1795338903000"}),
-        "message for an unknown run or job dropped",
+        UNKNOWN_RUN_OR_JOB,
         id="unknown-run",
     ),
     pytest.param(
         json.dumps({"tenant_id": "nobody", "run_id": "01NOSUCHJOB000000000000000:1"}),
-        "message for an unknown run or job dropped",
+        UNKNOWN_RUN_OR_JOB,
         id="unknown-tenant",
     ),
 ]
@@ -160,12 +179,7 @@ def test_a_malformed_message_is_dropped_logged_counted_and_deleted(
 
     response = send_and_deliver(engine, body)
 
-    assert response["batchItemFailures"] == []  # reported as a success: the mapping deletes it
-    assert queue_depth(engine) == 0
-    assert engine.metrics.counts.get("MessagesDropped") == 1
-    assert [line["message"] for line in log_lines(worker_log) if line["level"] == "WARNING"] == [log_message]
-    assert snapshot(engine) == before
-    assert engine.receiver.requests == []
+    assert_dropped_cleanly(engine, response, worker_log, before, log_message)
 
 
 def test_a_message_naming_another_tenant_for_a_real_run_is_dropped_and_the_run_untouched(
@@ -176,14 +190,8 @@ def test_a_message_naming_another_tenant_for_a_real_run_is_dropped_and_the_run_u
 
     response = send_and_deliver(engine, json.dumps({"tenant_id": "globex", "run_id": run.run_id}))
 
-    assert response["batchItemFailures"] == []
-    assert queue_depth(engine) == 0
-    assert engine.metrics.counts.get("MessagesDropped") == 1
-    warnings = [line for line in log_lines(worker_log) if line["level"] == "WARNING"]
-    assert [line["message"] for line in warnings] == ["message for an unknown run or job dropped"]
-    assert snapshot(engine) == before
+    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_RUN_OR_JOB)
     assert engine.run("acme", run.run_id) == run
-    assert engine.receiver.requests == []
 
 
 def test_a_run_whose_job_item_is_gone_is_dropped(engine: Engine, worker_log: io.StringIO) -> None:
@@ -196,13 +204,7 @@ def test_a_run_whose_job_item_is_gone_is_dropped(engine: Engine, worker_log: io.
 
     response = send_and_deliver(engine, json.dumps({"tenant_id": "acme", "run_id": run.run_id}))
 
-    assert response["batchItemFailures"] == []
-    assert queue_depth(engine) == 0
-    assert engine.metrics.counts.get("MessagesDropped") == 1
-    warnings = [line for line in log_lines(worker_log) if line["level"] == "WARNING"]
-    assert [line["message"] for line in warnings] == ["message for an unknown run or job dropped"]
-    assert snapshot(engine) == before
-    assert engine.receiver.requests == []
+    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_RUN_OR_JOB)
 
 
 def test_a_run_of_a_cancelled_job_is_closed_cancelled_not_run_and_deleted(engine: Engine) -> None:
