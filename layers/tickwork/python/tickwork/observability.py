@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit
 
 SERVICE = "tickwork"
 NAMESPACE = "Tickwork"
 
-logger = Logger(service=SERVICE)
+
+class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
+    """Keys given at construction (the service) are shared; keys appended later (the Lambda context, the
+    correlation id, a request's tenant, the run being handled) belong to the thread that appended them.
+
+    A Lambda environment handles one event at a time, so on AWS this changes nothing. Where handlers run on
+    threads (the local stack, tests, benchmarks), one shared dict would put one request's keys on another's
+    log lines, and iterating it while another thread writes it fails.
+    """
+
+    def append_keys(self, **additional_keys: Any) -> None:
+        self.thread_safe_append_keys(**additional_keys)
+
+    def remove_keys(self, keys: Iterable[str]) -> None:
+        self.thread_safe_remove_keys(keys)
+
+    def get_current_keys(self) -> dict[str, Any]:
+        return {**self.log_format, **self.thread_safe_get_current_keys()}
+
+    def clear_state(self) -> None:
+        super().clear_state()
+        self.thread_safe_clear_keys()
+
+
+logger = Logger(service=SERVICE, logger_formatter=PerThreadKeysFormatter(service=SERVICE))
 tracer = Tracer(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 

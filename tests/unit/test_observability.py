@@ -1,0 +1,105 @@
+"""Log keys appended while handling one event stay on that event's log lines, whatever runs beside it."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging import correlation_paths
+from tickwork import observability
+from tickwork.observability import PerThreadKeysFormatter
+
+from tests.support.apigw import LambdaContext
+
+THREADS = 8
+LINES = 40
+
+
+def logger_into(buffer: io.StringIO, service: str) -> Logger:
+    return Logger(
+        service=service,
+        logger_formatter=PerThreadKeysFormatter(service=service),
+        logger_handler=logging.StreamHandler(buffer),
+        level="INFO",
+    )
+
+
+def records(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+def test_tickworks_logger_keeps_appended_keys_per_thread() -> None:
+    assert isinstance(observability.logger.registered_formatter, PerThreadKeysFormatter)
+
+
+def test_keys_appended_on_threads_at_once_stay_on_their_own_lines() -> None:
+    # Given threads that each append a tenant and a job, then log while the others do the same
+    buffer = io.StringIO()
+    logger = logger_into(buffer, "keys-per-thread")
+    barrier = threading.Barrier(THREADS)
+
+    def handle(index: int) -> None:
+        logger.append_keys(tenant_id=f"tenant-{index}", job_id=f"job-{index}")
+        barrier.wait()
+        for _ in range(LINES):
+            logger.info("working", extra={"worker": index})
+        logger.remove_keys(["tenant_id", "job_id"])
+        logger.info("done", extra={"worker": index})
+
+    threads = [threading.Thread(target=handle, args=(index,)) for index in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    # Then every line carries its own thread's keys, the shared service, and nothing after removal
+    lines = records(buffer)
+    assert len(lines) == THREADS * (LINES + 1)
+    for line in lines:
+        assert line["service"] == "keys-per-thread"
+        if line["message"] == "working":
+            assert (line["tenant_id"], line["job_id"]) == (
+                f"tenant-{line['worker']}",
+                f"job-{line['worker']}",
+            )
+        else:
+            assert "tenant_id" not in line and "job_id" not in line
+
+
+def test_the_lambda_context_and_correlation_id_stay_with_their_invocation() -> None:
+    # Given a handler decorated as the API's is, invoked on threads at once
+    buffer = io.StringIO()
+    logger = logger_into(buffer, "invocations")
+    barrier = threading.Barrier(THREADS)
+
+    @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+    def handler(event: dict[str, Any], context: Any) -> None:
+        barrier.wait()
+        for _ in range(LINES):
+            logger.info("handling", extra={"request": event["requestContext"]["requestId"]})
+
+    threads = [
+        threading.Thread(
+            target=handler,
+            args=(
+                {"requestContext": {"requestId": f"request-{index}"}},
+                LambdaContext(aws_request_id=f"id-{index}"),
+            ),
+        )
+        for index in range(THREADS)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    # Then each line names its own request, in the correlation id and the Lambda request id
+    lines = records(buffer)
+    assert len(lines) == THREADS * LINES
+    for line in lines:
+        assert line["correlation_id"] == line["request"]
+        assert line["function_request_id"] == line["request"].replace("request-", "id-")
