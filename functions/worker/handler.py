@@ -18,9 +18,6 @@ from tickwork.execution import RunExecutor
 from tickwork.observability import logger, metrics, tracer
 from tickwork.runtime import Runtime, runtime
 
-# A batch whose every message must come back later is not an error: report each one as a failure.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
 
 class ComeBackLater(Exception):
     """Reported as a batch item failure after the message's visibility was set to the delay."""
@@ -53,7 +50,14 @@ def handle_record(
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    runtime().lambda_context = context
+    current = runtime()
+    executor = current.executor(budget=context)
+    # Per invocation: the processor keeps the batch it is processing. A batch whose every message must come
+    # back later is not an error: each one is reported as a failure.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return process_partial_response(
-        event=event, record_handler=handle_record, processor=processor, context=context
+        event=event,
+        record_handler=lambda record: handle_record(record, current, executor),
+        processor=processor,
+        context=context,
     )

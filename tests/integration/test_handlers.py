@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -87,6 +88,64 @@ def test_worker_handler_reports_a_held_back_message_as_failed(deployed: Any, rec
     response = worker(event, LambdaContext(function_name="tickwork-worker"))
     assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
     assert receiver.for_path("/l") == []
+
+
+def test_worker_invocations_on_threads_each_report_their_own_batch(deployed: Any, receiver: Receiver) -> None:
+    """The handler keeps nothing of a batch between invocations: two at once (the local stack's pollers, or
+    tests) each answer for their own records."""
+    from tickwork.planning import new_run
+
+    from functions.worker.handler import lambda_handler as worker
+
+    current = runtime()
+    spec = JobSpec.model_validate(
+        {
+            "name": "much-later",
+            "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
+            "target": {"type": "http", "url": receiver.url("/never")},
+        }
+    )
+    details = current.service.create_job("acme", spec, datetime.now(UTC))
+    run = new_run(details.job, details.job.schedule.at, datetime.now(UTC), RunStatus.PLANNED)  # type: ignore[union-attr]
+    current.runs.put_if_absent(run)
+    # Given batches that must all come back later (every record a failure) and batches of malformed
+    # messages (every record dropped, none a failure), invoked side by side
+    template = load_event("sqs_run_message.json")["Records"][0]
+    later = json.dumps({"tenant_id": "acme", "run_id": run.run_id})
+
+    def batch(kind: str, index: int) -> dict[str, Any]:
+        return {
+            "Records": [
+                {
+                    **template,
+                    "messageId": f"{kind}-{index}-{n}",
+                    "receiptHandle": f"handle-{kind}-{index}-{n}",
+                    "body": later if kind == "later" else "not a run message",
+                }
+                for n in range(4)
+            ]
+        }
+
+    invocations = [(kind, index) for index in range(4) for kind in ("later", "malformed")]
+    answers: dict[tuple[str, int], Any] = {}
+    barrier = threading.Barrier(len(invocations))
+
+    def invoke(kind: str, index: int) -> None:
+        barrier.wait()
+        answers[(kind, index)] = worker(batch(kind, index), LambdaContext(function_name="tickwork-worker"))
+
+    threads = [threading.Thread(target=invoke, args=invocation) for invocation in invocations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    # Then each invocation reports exactly its own failures
+    for kind, index in invocations:
+        failed = {failure["itemIdentifier"] for failure in answers[(kind, index)]["batchItemFailures"]}
+        expected = {f"{kind}-{index}-{n}" for n in range(4)} if kind == "later" else set()
+        assert failed == expected, (kind, index)
+    assert receiver.for_path("/never") == []
 
 
 def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, receiver: Receiver) -> None:

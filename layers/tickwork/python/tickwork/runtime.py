@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -70,8 +70,6 @@ class Runtime:
     dispatcher_override: RunDispatcher | None = None
     metrics: MetricSink = field(default_factory=PowertoolsMetricSink)
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
-    lambda_context: Any = None
-    """The current invocation's context, set by the worker handler; None in local mode and tests."""
     resolver: Resolver = socket.getaddrinfo
     """How webhook hosts are resolved before their addresses are checked; tests name made-up hosts."""
 
@@ -102,9 +100,10 @@ class Runtime:
     def target_clients(self) -> LazyClients:
         return LazyClients()
 
-    def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
+    def execute(self, job: Job, run: Run, tenant: Tenant, *, budget: Any = None) -> TargetResult:
         """Call the run's target once for this attempt. Powertools idempotency, keyed on the run id and the
-        attempt, makes a second processing of the same attempt return the first result."""
+        attempt, makes a second processing of the same attempt return the first result. ``budget`` is the
+        invocation's Lambda context (its remaining time); without one, the attempt's lease is the budget."""
         delivery = Delivery(
             job_id=job.job_id,
             run_id=run.run_id,
@@ -133,10 +132,10 @@ class Runtime:
         )
         # The in-progress record must not outlive the attempt's lease: without a Lambda context, say so.
         lease_ms = (getattr(job.target, "timeout_seconds", 30) + self.settings.lease_margin_seconds) * 1000
-        config.register_lambda_context(self.lambda_context or _Budget(lease_ms))  # type: ignore[arg-type]
+        config.register_lambda_context(budget or _Budget(lease_ms))  # type: ignore[arg-type]
         wrapped = idempotent_function(
             data_keyword_argument="attempt",
-            persistence_store=self.idempotency_store,
+            persistence_store=self.idempotency_store(),
             config=config,
             key_prefix="tickwork.execute_attempt",
         )(call)
@@ -149,8 +148,13 @@ class Runtime:
         return TargetResult(**{**raw, "outcome": OutcomeClass(raw["outcome"])})
 
     def executor(
-        self, *, clock: Callable[[], datetime] = _utcnow, sleep: Callable[[float], None] = time.sleep
+        self,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+        budget: Any = None,
     ) -> RunExecutor:
+        """An executor for one worker invocation (``budget``: its Lambda context) or one local poller."""
         return RunExecutor(
             runs=self.runs,
             leases=self.leases,
@@ -158,7 +162,7 @@ class Runtime:
             tenants=self.tenants,
             queue=self.queue,
             dead_runs=self.dead_runs,
-            execute=self.execute,
+            execute=partial(self.execute, budget=budget),
             metrics=self.metrics,
             clock=clock,
             sleep=sleep,
@@ -227,8 +231,10 @@ class Runtime:
             max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
         )
 
-    @cached_property
     def idempotency_store(self) -> DynamoDBPersistenceLayer:
+        """A new store for each idempotent call. Powertools configures a store on every call (the key prefix)
+        and keeps the first call's key expression for good, so one store shared by the API's routes and the
+        worker, or by concurrent requests, would hash one call's key with another's settings."""
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
         return DynamoDBPersistenceLayer(

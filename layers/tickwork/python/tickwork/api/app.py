@@ -148,7 +148,7 @@ def build_app(
             config.register_lambda_context(app.lambda_context)
         wrapped: Callable[..., dict[str, Any]] = idempotent_function(
             data_keyword_argument="request",
-            persistence_store=get_runtime().idempotency_store,
+            persistence_store=get_runtime().idempotency_store(),
             config=config,
             key_prefix=f"tickwork.{name}",
         )(operation)

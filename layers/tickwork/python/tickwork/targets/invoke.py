@@ -16,6 +16,7 @@ import hashlib
 import ipaddress
 import re
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -135,7 +136,8 @@ DEFAULT_CLIENT_CONFIG = Config(
 
 class LazyClients:
     """Builds each boto3 client the first time it is asked for and keeps it. ``endpoint_url`` points every
-    client at one endpoint (moto in local mode)."""
+    client at one endpoint (moto in local mode). Safe to share between threads: a boto3 session must not
+    build clients in two threads at once, so building is serialised (the clients themselves are safe)."""
 
     def __init__(
         self,
@@ -149,43 +151,40 @@ class LazyClients:
         self.endpoint_url = endpoint_url
         self.config = config or DEFAULT_CLIENT_CONFIG
         self._session = session
-        self._sqs: SQSClient | None = None
-        self._lambda: LambdaClient | None = None
-        self._events: EventBridgeClient | None = None
-        self._stepfunctions: SFNClient | None = None
+        self._clients: dict[str, Any] = {}
+        self._building = threading.Lock()
 
-    def _boto(self) -> boto3.session.Session:
-        if self._session is None:
-            self._session = boto3.session.Session()
-        return self._session
+    def _client(self, service: str) -> Any:
+        client = self._clients.get(service)
+        if client is None:
+            with self._building:
+                client = self._clients.get(service)
+                if client is None:
+                    if self._session is None:
+                        self._session = boto3.session.Session()
+                    client = self._clients[service] = self._session.client(
+                        service,  # type: ignore[call-overload]
+                        region_name=self.region,
+                        endpoint_url=self.endpoint_url,
+                        config=self.config,
+                    )
+        return client
 
     def sqs(self) -> SQSClient:
-        if self._sqs is None:
-            self._sqs = self._boto().client(
-                "sqs", region_name=self.region, endpoint_url=self.endpoint_url, config=self.config
-            )
-        return self._sqs
+        client: SQSClient = self._client("sqs")
+        return client
 
     def lambda_(self) -> LambdaClient:
-        if self._lambda is None:
-            self._lambda = self._boto().client(
-                "lambda", region_name=self.region, endpoint_url=self.endpoint_url, config=self.config
-            )
-        return self._lambda
+        client: LambdaClient = self._client("lambda")
+        return client
 
     def events(self) -> EventBridgeClient:
-        if self._events is None:
-            self._events = self._boto().client(
-                "events", region_name=self.region, endpoint_url=self.endpoint_url, config=self.config
-            )
-        return self._events
+        client: EventBridgeClient = self._client("events")
+        return client
 
     def stepfunctions(self) -> SFNClient:
-        if self._stepfunctions is None:
-            self._stepfunctions = self._boto().client(
-                "stepfunctions", region_name=self.region, endpoint_url=self.endpoint_url, config=self.config
-            )
-        return self._stepfunctions
+        client: SFNClient = self._client("stepfunctions")
+        return client
 
 
 # --- entry point ------------------------------------------------------------------------------------------
