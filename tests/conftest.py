@@ -24,7 +24,7 @@ from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.domain.tenants import Tenant
 from tickwork.runtime import runtime
 
-from tests.support.apigw import ApiGateway
+from tests.support.apigw import ApiGateway, HandlerPool
 
 TOKENS = {"acme": "tw_token-for-acme", "globex": "tw_token-for-globex"}
 
@@ -74,7 +74,8 @@ def api(tenants: dict[str, Tenant]) -> ApiGateway:
     from functions.api import handler as api_handler
     from functions.authorizer import handler as authorizer_handler
 
-    return ApiGateway(api_handler.lambda_handler, authorizer_handler.lambda_handler)
+    # A pool of handler instances, as the local gateway has: tests may send requests from several threads.
+    return ApiGateway(HandlerPool(api_handler.make_handler), authorizer_handler.lambda_handler)
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:

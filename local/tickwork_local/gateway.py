@@ -4,6 +4,7 @@ then the API handler, and the handler's answer becomes the HTTP response."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
@@ -86,10 +87,48 @@ def rest_event(
     }
 
 
-class Gateway:
-    """Runs the authorizer, then the API handler, for one event."""
+Handler = Callable[[dict[str, Any], Any], Any]
+REQUEST_ID_HEADER = "x-amzn-RequestId"  # API Gateway's name for it
 
-    def __init__(self, api_handler: Callable[..., Any], authorizer_handler: Callable[..., Any]):
+
+class HandlerPool:
+    """Handler instances that each take one event at a time, as Lambda execution environments do: a request
+    takes an idle instance, or a new one when every instance is busy, and gives it back once answered. So
+    what a handler keeps per request (the resolver's event, context and route) is never seen by another
+    request, and requests still run side by side."""
+
+    def __init__(self, make_handler: Callable[[], Handler], *, name: str = "api"):
+        self._make_handler = make_handler
+        self._idle: list[Handler] = []
+        self._lock = threading.Lock()
+        self.name = name
+        self.size = 0
+        """How many instances exist: the most requests ever in flight at once."""
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        with self._lock:
+            handler = self._idle.pop() if self._idle else None
+            if handler is None:
+                self.size += 1
+                size = self.size
+        if handler is None:
+            handler = self._make_handler()
+            # Like Lambda's INIT line: how far the pool grew, and when.
+            logging.getLogger("tickwork").info(
+                "handler instance started", extra={"handler": self.name, "instances": size}
+            )
+        try:
+            return handler(event, context)
+        finally:
+            with self._lock:
+                self._idle.append(handler)  # last in, first out: the warmest instance goes next
+
+
+class Gateway:
+    """Runs the authorizer, then the API handler, for one event. Either may be called from many threads at
+    once: give it a :class:`HandlerPool` for a handler that keeps per-request state."""
+
+    def __init__(self, api_handler: Handler, authorizer_handler: Handler):
         self.api_handler = api_handler
         self.authorizer_handler = authorizer_handler
 
@@ -117,22 +156,34 @@ class Gateway:
         if (method, path) not in UNAUTHENTICATED_ROUTES:
             context = self.authorize(authorization, method, path)
             if context is None:
-                return HttpResult(401, UNAUTHORIZED_BODY, {"Content-Type": "application/json"})
+                return HttpResult(
+                    401,
+                    UNAUTHORIZED_BODY,
+                    {
+                        "Content-Type": "application/json",
+                        REQUEST_ID_HEADER: event["requestContext"]["requestId"],
+                    },
+                )
             event["requestContext"]["authorizer"] = context
         response = self.api_handler(event, LambdaContext())
         raw = response.get("body")
         headers = dict(response.get("headers") or {})
         for name, values in (response.get("multiValueHeaders") or {}).items():
             headers.setdefault(name, ", ".join(values))
+        # The id the API logs as correlation_id, so that a client can find its request in the logs.
+        headers[REQUEST_ID_HEADER] = event["requestContext"]["requestId"]
         return HttpResult(response["statusCode"], json.loads(raw) if raw else None, headers)
 
 
-def serve(
-    gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] = lambda: True
-) -> ThreadingHTTPServer:
+class Server(ThreadingHTTPServer):
+    # Room for bursts of new connections: the default backlog of 5 refuses a busy client's sixth.
+    request_queue_size = 128
+
+
+def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] = lambda: True) -> Server:
     """A real HTTP server in front of the gateway; started by the caller with ``serve_forever``."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def _handle(self) -> None:
@@ -167,10 +218,14 @@ def serve(
             try:
                 result = gateway.send(event, authorization=self.headers.get("Authorization"))
             except Exception:  # the API handler answers every client error itself; this is a bug
-                self._reply(
-                    500, {"error": {"code": "internal_error", "message": "internal error", "field": None}}, {}
+                logging.getLogger("tickwork").exception(
+                    "the API failed", extra={"correlation_id": event["requestContext"]["requestId"]}
                 )
-                raise
+                result = HttpResult(
+                    500,
+                    {"error": {"code": "internal_error", "message": "internal error", "field": None}},
+                    {REQUEST_ID_HEADER: event["requestContext"]["requestId"]},
+                )
             self._reply(result.status, result.body, result.headers)
 
         def _reply(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
@@ -189,7 +244,7 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = Server((host, port), RequestHandler)
     server.daemon_threads = True
     return server
 

@@ -463,9 +463,9 @@ class LocalStack:
             self.configure_clients()
             from tickwork.runtime import runtime
 
-            from functions.api.handler import lambda_handler as api_handler
+            from functions.api.handler import make_handler as make_api_handler
             from functions.authorizer.handler import lambda_handler as authorizer_handler
-            from tickwork_local.gateway import Gateway, serve, start_in_thread
+            from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
 
             self.configure_logging()
             self.create_resources()
@@ -475,7 +475,10 @@ class LocalStack:
             current.metrics = self.metrics
             tenants = self.seed_tenants()
             server = serve(
-                Gateway(api_handler, authorizer_handler), self.host, self.port, ready=self.ready.is_set
+                Gateway(HandlerPool(make_api_handler), authorizer_handler),
+                self.host,
+                self.port,
+                ready=self.ready.is_set,
             )
             start_in_thread(server)
             self.start_planner()

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,13 @@ STARTUP_LIMIT_SECONDS = 60
 class Local:
     url: str
     process: subprocess.Popen[str]
+    data_dir: Path
     output: list[str] = field(default_factory=list)
     reader: threading.Thread | None = None
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "tickwork.log"
 
     @property
     def moto_endpoint(self) -> str:
@@ -71,10 +76,14 @@ def tickwork_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "tickwork_local.cli"]
 
 
-def start_local(data_dir: Path, *, tenants: str | None) -> Local:
-    """`tickwork local` in a subprocess on a free port, once it answers /v1/health."""
+def start_local(
+    data_dir: Path, *, tenants: str | None, environment: Mapping[str, str] | None = None
+) -> Local:
+    """`tickwork local` in a subprocess on a free port, once it answers /v1/health. ``environment`` adds
+    to (or overrides) this process's environment."""
     port = free_port()
     env = {**os.environ, "TICKWORK_LOCAL_SIGNING_SECRET": SIGNING_SECRET, "PYTHONUNBUFFERED": "1"}
+    env.update(environment or {})
     env["AWS_DEFAULT_REGION"] = LOCAL_REGION
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "TICKWORK_LOCAL_TENANTS"):
         env.pop(name, None)
@@ -87,7 +96,7 @@ def start_local(data_dir: Path, *, tenants: str | None) -> Local:
         text=True,
         env=env,
     )
-    local = Local(f"http://127.0.0.1:{port}", process)
+    local = Local(f"http://127.0.0.1:{port}", process, data_dir)
 
     def read_output() -> None:
         assert process.stdout is not None

@@ -20,7 +20,7 @@ from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.domain.tenants import Tenant
 from tickwork.targets.envelope import Delivery, envelope_body, webhook_headers
 from tickwork_local.cli import build_parser, main, make_receiver
-from tickwork_local.gateway import Gateway, serve, start_in_thread
+from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
 
 from tests.conftest import TOKENS
 
@@ -72,10 +72,10 @@ def api_url(tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iter
     # A token or URL in the developer's shell must not leak into the tests.
     monkeypatch.delenv("TICKWORK_TOKEN", raising=False)
     monkeypatch.delenv("TICKWORK_API_URL", raising=False)
-    from functions.api.handler import lambda_handler as api_handler
+    from functions.api.handler import make_handler
     from functions.authorizer.handler import lambda_handler as authorizer_handler
 
-    server = serve(Gateway(api_handler, authorizer_handler), "127.0.0.1", 0)
+    server = serve(Gateway(HandlerPool(make_handler), authorizer_handler), "127.0.0.1", 0)
     thread = start_in_thread(server)  # the socket listens already: no wait needed
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -5,12 +5,9 @@ suite.) Every refusal stores nothing."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tickwork.domain.models import JobSpec
-from tickwork.errors import QuotaExceeded
 from tickwork.runtime import runtime
 
 from tests.conftest import TOKENS, item_counts, seed_tenant
@@ -75,21 +72,18 @@ def test_cancelling_a_job_frees_its_slot_and_refused_creates_take_none(
 
 
 def test_concurrent_creates_never_pass_the_quota(api: ApiGateway, dynamodb: Any) -> None:
-    # Concurrent API functions each run the create transaction; here threads run it side by side (the
-    # resolver serves one request at a time per process, as Lambda does, so they call the service).
+    # Eight creates through the API at once, each on its own handler instance as on Lambda
     seed_tenant(dynamodb, "initech", "tw_initech", max_jobs=3)
-    service = runtime().service
     make_requests_atomic(runtime().dynamodb)  # moto in process does not lock; DynamoDB does
-    outcomes: list[str] = []
+    statuses: dict[str, int] = {}
     barrier = threading.Barrier(8)
 
     def create(index: int) -> None:
         barrier.wait()
-        try:
-            service.create_job("initech", JobSpec.model_validate(job(f"c{index}")), datetime.now(UTC))
-            outcomes.append("created")
-        except QuotaExceeded:
-            outcomes.append("quota_exceeded")
+        response = api.request("POST", "/v1/jobs", token="tw_initech", body=job(f"c{index}"))
+        statuses[f"c{index}"] = response.status
+        if response.status == 201:
+            assert response.body["name"] == f"c{index}"
 
     threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -97,8 +91,9 @@ def test_concurrent_creates_never_pass_the_quota(api: ApiGateway, dynamodb: Any)
     for thread in threads:
         thread.join(timeout=30)
 
-    assert sorted(outcomes) == ["created"] * 3 + ["quota_exceeded"] * 5
-    assert len(api.request("GET", "/v1/jobs", token="tw_initech").body["items"]) == 3
+    assert sorted(statuses.values()) == [201] * 3 + [429] * 5
+    listed = api.request("GET", "/v1/jobs", token="tw_initech").body["items"]
+    assert sorted(item["name"] for item in listed) == sorted(n for n, s in statuses.items() if s == 201)
 
 
 def test_the_quota_of_one_tenant_is_not_anothers(api: ApiGateway, small: str) -> None:

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tickwork_local.gateway import Gateway, HttpResult, LambdaContext
+from tickwork_local.gateway import Gateway, HandlerPool, HttpResult, LambdaContext
 
-__all__ = ["ApiGateway", "HttpResult", "LambdaContext", "load_event", "rest_event"]
+__all__ = ["ApiGateway", "HandlerPool", "HttpResult", "LambdaContext", "load_event", "rest_event"]
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

@@ -7,7 +7,7 @@ Each route reads the tenant from the authorizer's context (never from the body),
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -20,11 +20,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
 )
+from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from tickwork.api.errors import body_of, describe_validation_errors, error_body, status_of
@@ -97,29 +99,68 @@ def parse_json_object(body: str) -> dict[str, Any]:
     return parsed
 
 
+class OwnRequestResolver(APIGatewayRestResolver):
+    """Keeps the request it is resolving (``current_event``, ``lambda_context``) on the instance.
+
+    Powertools keeps them on a class that every resolver of the process shares. On Lambda one environment
+    resolves one event at a time, so that is safe; where resolvers run side by side on threads (the local
+    gateway, tests), each would read the others' requests. Routing context and middleware frames are already
+    the instance's own, so an instance serving one request at a time shares nothing with the others.
+    """
+
+    _own_event: BaseProxyEvent
+    _own_context: LambdaContext
+
+    @property  # type: ignore[override]
+    def current_event(self) -> BaseProxyEvent:
+        return self._own_event
+
+    @current_event.setter
+    def current_event(self, event: BaseProxyEvent) -> None:
+        self._own_event = event
+
+    @property
+    def lambda_context(self) -> LambdaContext:
+        return self._own_context
+
+    @lambda_context.setter
+    def lambda_context(self, context: LambdaContext) -> None:
+        self._own_context = context
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        self._own_event = self._to_proxy_event(dict(event))
+        self._own_context = context
+        return super().resolve(event, context)
+
+
 def build_app(
     get_runtime: Callable[[], Runtime] = runtime, clock: Callable[[], datetime] = _utcnow
 ) -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_json_object)
+    """The API's resolver. It serves one request at a time: run one per concurrent request."""
+    app = OwnRequestResolver(enable_validation=True, json_body_deserializer=parse_json_object)
+
+    def authorizer_context() -> dict[str, Any]:
+        context: dict[str, Any] = (
+            app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+        )
+        return context
 
     def tenant() -> str:
-        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
-        tenant_id = authorizer.get("tenant_id")
+        tenant_id = authorizer_context().get("tenant_id")
         if not tenant_id:
             raise Unauthorized("missing or invalid bearer token")
         return str(tenant_id)
 
     def actor() -> str:
-        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
+        authorizer = authorizer_context()
         return str(authorizer.get("actor") or authorizer.get("principalId") or tenant())
 
     def now() -> datetime:
         return clock()
 
     def requests_per_second() -> int:
-        authorizer = app.current_event.raw_event.get("requestContext", {}).get("authorizer") or {}
         try:
-            return max(1, int(authorizer["api_requests_per_second"]))
+            return max(1, int(authorizer_context()["api_requests_per_second"]))
         except (KeyError, TypeError, ValueError):
             # An authorizer answer cached from before the limit existed.
             return DEFAULT_API_REQUESTS_PER_SECOND
@@ -131,7 +172,16 @@ def build_app(
             get_runtime().api_rate_limiter.take(tenant(), limit=requests_per_second(), now=now())
         return next_middleware(app)
 
-    app.use(middlewares=[rate_limit])
+    def tenant_in_logs(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        """Every log line of the request names its tenant; the keys are the thread's, so the next request
+        on this thread starts without them."""
+        logger.append_keys(tenant_id=authorizer_context().get("tenant_id"))
+        try:
+            return next_middleware(app)
+        finally:
+            logger.remove_keys(["tenant_id"])
+
+    app.use(middlewares=[tenant_in_logs, rate_limit])
 
     def json_response(status: int, model: Any, headers: dict[str, str] | None = None) -> Response[Any]:
         body = model if isinstance(model, dict) else model.model_dump(mode="json")
@@ -214,6 +264,7 @@ def build_app(
 
         def create(request: dict[str, Any]) -> dict[str, Any]:
             details = service.create_job(tenant_id, JobSpec.model_validate(request["request"]), now())
+            logger.info("job created", extra={"job_id": details.job.job_id})
             return JobOut.of(details).model_dump(mode="json")
 
         request = {"tenant_id": tenant_id, "key": idempotency_key, "request": job.model_dump(mode="json")}
@@ -245,22 +296,27 @@ def build_app(
         details = get_runtime().service.update_job(
             tenant(), job_id, patch, now(), if_match=_version_of(if_match)
         )
+        logger.info("job updated", extra={"job_id": job_id, "version": details.job.version})
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
 
     @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_responses(400, 401, 404, 409))
     def pause_job(job_id: JobId, request: Annotated[PauseRequest | None, Body()] = None) -> JobOut:
         reason = request.reason if request else None
-        return JobOut.of(
-            get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now())
-        )
+        details = get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now())
+        logger.info("job paused", extra={"job_id": job_id})
+        return JobOut.of(details)
 
     @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_responses(401, 404, 409))
     def resume_job(job_id: JobId) -> JobOut:
-        return JobOut.of(get_runtime().service.resume_job(tenant(), job_id, now()))
+        details = get_runtime().service.resume_job(tenant(), job_id, now())
+        logger.info("job resumed", extra={"job_id": job_id})
+        return JobOut.of(details)
 
     @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_responses(401, 404))
     def cancel_job(job_id: JobId) -> JobOut:
-        return JobOut.of(get_runtime().service.cancel_job(tenant(), job_id, now()))
+        details = get_runtime().service.cancel_job(tenant(), job_id, now())
+        logger.info("job cancelled", extra={"job_id": job_id})
+        return JobOut.of(details)
 
     @app.post(
         "/v1/jobs/<job_id>/trigger",
@@ -273,6 +329,7 @@ def build_app(
 
         def trigger(request: dict[str, Any]) -> dict[str, Any]:
             run = service.trigger_job(tenant_id, job_id, idempotency_key=idempotency_key, now=now())
+            logger.info("job triggered", extra={"job_id": job_id, "run_id": run.run_id})
             return RunOut.of(run).model_dump(mode="json")
 
         request = {"tenant_id": tenant_id, "key": idempotency_key, "request": {"job_id": job_id}}
@@ -300,6 +357,7 @@ def build_app(
     )
     def retry_run(run_id: RunId) -> Response[RunOut]:
         run = get_runtime().service.retry_run(tenant(), run_id, now())
+        logger.info("run retried", extra={"job_id": run.job_id, "run_id": run.run_id, "attempt": run.attempt})
         return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
 
     # --- read-only ----------------------------------------------------------------------------------------
