@@ -13,17 +13,26 @@ import json
 from typing import Any
 
 import pytest
-from tickwork.domain.models import MAX_PAYLOAD_BYTES, payload_size
+from tickwork import tables
+from tickwork.domain.models import (
+    MAX_AWS_PAYLOAD_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_PAYLOAD_BYTES,
+    header_bytes,
+    payload_size,
+)
 from tickwork.runtime import runtime
 from tickwork.targets import verify_signature
 
-from tests.conftest import TOKENS, item_counts
+from bench._cost_meter import item_size
+from tests.conftest import TOKENS, item_counts, scan_all
 from tests.integration.conftest import Engine
 from tests.support.apigw import ApiGateway
 
 ACME = TOKENS["acme"]
 SECRET = "secret-acme"  # what both fixtures seed for acme
 ENVELOPE_OVERHEAD = len('{"s":""}')
+URL = "https://hooks.example.com/run"
 
 
 def payload_of(size: int, character: str) -> dict[str, str]:
@@ -184,3 +193,113 @@ def test_a_lone_surrogate_is_refused_cleanly(api: ApiGateway, dynamodb: Any) -> 
     assert 400 <= response.status < 500
     assert set(response.body["error"]) >= {"code", "message", "field"}
     assert item_counts(dynamodb) == before
+
+
+# --- every copy of a job fits its store ---------------------------------------------------------------------
+def largest_job(name: str, url: str) -> dict[str, Any]:
+    """Every size-bounded field of a job at its limit at once."""
+    header_room = MAX_HEADER_BYTES - 4 * 4  # four headers, each with ": " and CRLF around it
+    headers = {f"X-H{i}": "v" * (header_room // 4 - len(f"X-H{i}")) for i in range(4)}
+    headers["X-H0"] += "v" * (MAX_HEADER_BYTES - header_bytes(headers))
+    assert header_bytes(headers) == MAX_HEADER_BYTES
+    path = "/" + "p" * (2048 - len(url) - 1)
+    return body(
+        name,
+        payload_of(MAX_PAYLOAD_BYTES, "\U0001f600"),
+        {"type": "http", "url": url + path, "headers": headers, "timeout_seconds": 10},
+        description="d" * 1024,
+        tags={f"{i:03d}" + "k" * 125: "\U0001f600" * 64 for i in range(50)},
+    )
+
+
+def test_the_largest_job_fits_a_dynamodb_item_and_is_delivered_whole(
+    engine: Engine, local_api: ApiGateway, dynamodb: Any
+) -> None:
+    # Given a job with the largest payload, headers, URL, description and tags the API accepts
+    spec = largest_job("largest", engine.receiver.url(""))
+    # When it is created, read back and triggered
+    created = local_api.request("POST", "/v1/jobs", token=ACME, body=spec)
+    assert created.status == 201, created.body
+    read = local_api.request("GET", f"/v1/jobs/{created.body['job_id']}", token=ACME)
+    request = deliver_now(engine, created.body["job_id"])
+    # Then the stored item is under DynamoDB's 400 KB, and the job reads back and is delivered unchanged
+    (item,) = [item for item in scan_all(dynamodb, tables.JOBS.default_name) if "spec" in item]
+    assert item_size(item) < 400 * 1000, item_size(item)
+    assert (read.status, read.body["payload"], read.body["target"]["headers"]) == (
+        200,
+        spec["payload"],
+        spec["target"]["headers"],
+    )
+    assert request.json()["payload"] == spec["payload"]
+    assert request.headers["X-H1"] == spec["target"]["headers"]["X-H1"]
+
+
+def test_headers_over_their_total_are_413_naming_them_and_store_nothing(
+    api: ApiGateway, dynamodb: Any
+) -> None:
+    before = item_counts(dynamodb)
+    fifty_of_4_kib = {f"X-H{i}": "v" * 4096 for i in range(50)}
+    values = MAX_HEADER_BYTES + 1 - 4 * (len("X-A0") + 4)  # four headers, one byte over in all
+    one_byte_over = {f"X-A{i}": "v" * (values // 4 + (i < values % 4)) for i in range(4)}
+    assert header_bytes(one_byte_over) == MAX_HEADER_BYTES + 1
+    answers = [
+        api.request(
+            "POST",
+            "/v1/jobs",
+            token=ACME,
+            body=body(f"h{i}", None, {"type": "http", "url": URL, "headers": h}),
+        )
+        for i, h in enumerate((fifty_of_4_kib, one_byte_over))
+    ]
+    assert [(a.status, a.body["error"]["field"]) for a in answers] == [(413, "target.headers")] * 2
+    assert str(MAX_HEADER_BYTES) in answers[1].body["error"]["message"]
+    assert item_counts(dynamodb) == before
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"type": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/123456789012/q"},
+        {"type": "lambda", "function_arn": "arn:aws:lambda:eu-west-1:123456789012:function:f"},
+        {"type": "eventbridge", "event_bus_name": "default", "detail_type": "tick"},
+        {
+            "type": "stepfunctions",
+            "state_machine_arn": "arn:aws:states:eu-west-1:123456789012:stateMachine:m",
+        },
+    ],
+    ids=lambda target: target["type"],
+)
+def test_an_aws_target_takes_a_payload_that_fits_its_message_with_the_envelope(
+    api: ApiGateway, dynamodb: Any, target: dict[str, Any]
+) -> None:
+    at_limit = api.request(
+        "POST", "/v1/jobs", token=ACME, body=body("aws", payload_of(MAX_AWS_PAYLOAD_BYTES, "a"), target)
+    )
+    assert at_limit.status == 201, at_limit.body
+    before = item_counts(dynamodb)
+    over = api.request(
+        "POST",
+        "/v1/jobs",
+        token=ACME,
+        body=body("aws-over", payload_of(MAX_AWS_PAYLOAD_BYTES + 1, "a"), target),
+    )
+    assert (over.status, over.body["error"]["field"]) == (413, "payload")
+    # A webhook job with the largest payload cannot be switched to this target either
+    webhook = api.request(
+        "POST", "/v1/jobs", token=ACME, body=body("hook", payload_of(MAX_PAYLOAD_BYTES, "a"))
+    )
+    switched = api.request("PATCH", f"/v1/jobs/{webhook.body['job_id']}", token=ACME, body={"target": target})
+    assert (switched.status, switched.body["error"]["field"]) == (413, "payload")
+    assert (
+        api.request("GET", f"/v1/jobs/{webhook.body['job_id']}", token=ACME).body["target"]["type"] == "http"
+    )
+    assert item_counts(dynamodb)["jobs"] == before["jobs"] + 2  # the webhook job and its name, nothing else
+    # The largest envelope of such a job fits the 256 KiB message
+    envelope = {
+        "job_id": "0" * 26,
+        "run_id": "0" * 26 + ":m:" + "0" * 32,
+        "scheduled_for": "2026-11-25T00:00:00.000Z",
+        "attempt": 100,
+        "payload": at_limit.body["payload"],
+    }
+    assert payload_size(envelope) <= MAX_PAYLOAD_BYTES

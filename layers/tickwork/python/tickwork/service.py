@@ -31,7 +31,12 @@ from tickwork.domain.models import (
 from tickwork.domain.patch import merge_patch
 from tickwork.domain.ports import JobStore, Page, RunDispatcher, RunStore, TenantStore
 from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
-from tickwork.domain.targets import AwsTargetPolicy, check_aws_target, check_http_target
+from tickwork.domain.targets import (
+    AwsTargetPolicy,
+    check_aws_target,
+    check_http_target,
+    check_payload_fits_target,
+)
 from tickwork.errors import InvalidInput, InvalidSchedule, InvalidState, VersionConflict
 from tickwork.planning import JobPlanner
 
@@ -238,6 +243,7 @@ class JobService:
     def _check_spec(self, spec: JobSpec, now: datetime) -> None:
         if isinstance(spec.schedule, OnceSchedule) and spec.schedule.at < now - ONCE_PAST_TOLERANCE:
             raise InvalidSchedule("schedule.at is in the past", field="schedule.at")
+        check_payload_fits_target(spec)
         if isinstance(spec.target, HttpTarget):
             check_http_target(spec.target, allow_private=self.allow_private_targets)
             if spec.target.timeout_seconds > self.max_target_timeout_seconds:

@@ -28,6 +28,14 @@ from pydantic_core import PydanticCustomError
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+# AWS targets (SQS, Lambda's async invoke, EventBridge, Step Functions) take at most 256 KiB each, and the
+# payload travels inside the envelope: keep room for it.
+ENVELOPE_RESERVE_BYTES = 1024
+MAX_AWS_PAYLOAD_BYTES = MAX_PAYLOAD_BYTES - ENVELOPE_RESERVE_BYTES
+# All of a webhook's own headers together, as ``name: value\r\n`` lines. HTTP servers refuse much more
+# (commonly 8-16 KiB in all), and the job item must stay well under DynamoDB's 400 KB with the largest
+# payload beside them.
+MAX_HEADER_BYTES = 16 * 1024
 # JSON parsers bound nesting (pydantic's own at about 200 levels, others lower): a deeper payload could be
 # stored and then not read back, or not parsed by the target.
 MAX_PAYLOAD_DEPTH = 64
@@ -181,6 +189,13 @@ class HttpTarget(StrictModel):
     @field_validator("headers")
     @classmethod
     def _allowed_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        size = header_bytes(headers)
+        if size > MAX_HEADER_BYTES:
+            raise PydanticCustomError(
+                "payload_too_large",
+                "headers take {size} bytes as sent; the limit is {limit} in all",
+                {"size": size, "limit": MAX_HEADER_BYTES},
+            )
         for name, value in headers.items():
             lowered = name.lower()
             if not HEADER_NAME.match(name):
@@ -204,6 +219,11 @@ class HttpTarget(StrictModel):
                     {"name": name},
                 )
         return headers
+
+
+def header_bytes(headers: dict[str, str]) -> int:
+    """Bytes the headers take on the wire, as ``name: value\r\n`` lines."""
+    return sum(len(name.encode()) + len(value.encode()) + 4 for name, value in headers.items())
 
 
 SQS_QUEUE_URL = r"^https?://[A-Za-z0-9.:-]+/[0-9]{12}/[A-Za-z0-9_-]{1,80}(\.fifo)?$"

@@ -9,8 +9,17 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
-from tickwork.domain.models import EventBridgeTarget, HttpTarget, LambdaTarget, SqsTarget, StepFunctionsTarget
-from tickwork.errors import InvalidInput
+from tickwork.domain.models import (
+    MAX_AWS_PAYLOAD_BYTES,
+    EventBridgeTarget,
+    HttpTarget,
+    JobSpec,
+    LambdaTarget,
+    SqsTarget,
+    StepFunctionsTarget,
+    payload_size,
+)
+from tickwork.errors import InvalidInput, PayloadTooLarge
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
@@ -54,6 +63,19 @@ def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
     if address in _NAT64:
         embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF))
     return all(is_public_address(inner) for inner in embedded if inner is not None)
+
+
+def check_payload_fits_target(spec: JobSpec) -> None:
+    """An AWS target receives the payload inside the envelope, in one message of at most 256 KiB."""
+    if isinstance(spec.target, HttpTarget):
+        return
+    size = payload_size(spec.payload)
+    if size > MAX_AWS_PAYLOAD_BYTES:
+        raise PayloadTooLarge(
+            f"payload is {size} bytes once serialized; a {spec.target.type} target takes at most "
+            f"{MAX_AWS_PAYLOAD_BYTES} (256 KiB less room for the envelope)",
+            field="payload",
+        )
 
 
 def check_http_target(target: HttpTarget, *, allow_private: bool) -> None:
