@@ -6,18 +6,22 @@ moto does not report size-based consumed capacity, so the units follow DynamoDB'
   whose condition failed still costs the size of the item it checked (at least 1); every item of a
   ``TransactWriteItems`` (a condition check too) costs twice that;
 - reads: ceil(size / 4 KB) RRU per item for a strongly consistent ``GetItem``, half for an eventually
-  consistent one (every index query is), twice in a transaction; a query sums the sizes it read, rounded
-  up once; a missing item still costs the minimum;
+  consistent one (every index query is), twice in a transaction; the size is the whole item, whatever a
+  projection returns; a missing item still costs the minimum, in a ``BatchGetItem`` too;
+- a query or scan pays for every item (or index entry) it evaluates, before its filter and projection,
+  summed and rounded up once: the meter replays the request without them to see those items;
 - global secondary indexes: a write that puts an item into an index, removes it, or changes its projected
   attributes costs ceil(entry / 1 KB) WRU there too, twice when an index key changes (delete + put); an
   index entry is its projected attributes plus 100 bytes.
 
-To see the item before and after each write, the meter reads it through a second, unmetered client.
+To see the item before and after each write, and what a read evaluated, the meter uses a second, unmetered
+client on the same backend.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -198,7 +202,7 @@ class Meter:
                 if not failed:
                     for cost in index_write_units(table, old, new).values():
                         self.tally.index_wru[name] += cost * (2 if transact else 1)
-        reads = _read_units(operation, params, parsed)
+        reads = _read_units(self.peek, operation, params, parsed)
         if reads:
             with self._lock:
                 self.tally.rru[name] += reads
@@ -239,21 +243,72 @@ def _written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dic
     return []
 
 
-def _read_units(operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> float:
+_PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
+
+
+def _evaluated_request(params: dict[str, Any]) -> dict[str, Any]:
+    """A query or scan that returns every item the original evaluated: no filter, no projection, and only
+    the placeholders its key condition uses."""
+    request = {
+        key: value
+        for key, value in params.items()
+        if key
+        not in (
+            "FilterExpression",
+            "ProjectionExpression",
+            "Select",
+            "ExpressionAttributeNames",
+            "ExpressionAttributeValues",
+            "ReturnConsumedCapacity",
+        )
+    }
+    used = set(_PLACEHOLDER.findall(params.get("KeyConditionExpression", "")))
+    names = {k: v for k, v in params.get("ExpressionAttributeNames", {}).items() if k in used}
+    values = {k: v for k, v in params.get("ExpressionAttributeValues", {}).items() if k in used}
+    if names:
+        request["ExpressionAttributeNames"] = names
+    if values:
+        request["ExpressionAttributeValues"] = values
+    return request
+
+
+def _evaluated_size(peek: Any, operation: str, params: dict[str, Any]) -> int:
+    """Bytes of the items (or index entries) a query or scan page evaluated before its filter."""
+    response = getattr(peek, "query" if operation == "Query" else "scan")(**_evaluated_request(params))
+    definition = _BY_NAME.get(params["TableName"])
+    index = next(
+        (i for i in (definition.indexes if definition else ()) if i.name == params.get("IndexName")), None
+    )
+    total = 0
+    for item in response.get("Items", []):
+        if index is not None and definition is not None:
+            full = peek.get_item(
+                TableName=params["TableName"],
+                Key={name: item[name] for name in _table_keys(definition)},
+                ConsistentRead=True,
+            ).get("Item", item)
+            total += item_size(_entry(definition, index, full))
+        else:
+            total += item_size(item)
+    return total
+
+
+def _read_units(peek: Any, operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> float:
+    if "Error" in parsed:
+        return 0.0
     if operation == "GetItem":
-        return read_units(item_size(parsed.get("Item")), consistent=bool(params.get("ConsistentRead")))
+        consistent = bool(params.get("ConsistentRead"))
+        whole = peek.get_item(TableName=params["TableName"], Key=params["Key"], ConsistentRead=True)
+        return read_units(item_size(whole.get("Item")), consistent=consistent)
     if operation == "BatchGetItem":
         total = 0.0
-        for table, items in parsed.get("Responses", {}).items():
-            consistent = bool(params["RequestItems"][table].get("ConsistentRead"))
-            total += sum(read_units(item_size(item), consistent=consistent) for item in items)
+        for table, request in params["RequestItems"].items():
+            consistent = bool(request.get("ConsistentRead"))
+            for key in request["Keys"]:
+                whole = peek.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+                total += read_units(item_size(whole), consistent=consistent)
         return total
     if operation in ("Query", "Scan"):
-        items = parsed.get("Items", [])
-        returned = sum(item_size(item) for item in items)
-        # Items a filter dropped were read too; their sizes are not returned, so assume the mean.
-        dropped = max(0, parsed.get("ScannedCount", len(items)) - len(items))
-        mean = returned / len(items) if items else 0
         consistent = bool(params.get("ConsistentRead")) and "IndexName" not in params
-        return read_units(int(returned + dropped * mean), consistent=consistent)
+        return read_units(_evaluated_size(peek, operation, params), consistent=consistent)
     return 0.0
