@@ -18,11 +18,14 @@ from tickwork.domain.models import (
     Job,
     JobSpec,
     JobStatus,
+    RunKey,
     job_id_of_run,
     manual_run_id,
+    parse_run_id,
     payload_size,
     scheduled_run_id,
 )
+from tickwork.domain.timeutil import to_epoch_ms
 
 
 def spec(**overrides: Any) -> dict[str, Any]:
@@ -86,6 +89,7 @@ def test_defaults_match_the_design() -> None:
         "misfire_grace_seconds": 60,
         "backfill_limit": 100,
         "overlap_policy": "skip",
+        "max_concurrent_runs": None,
         "delivery": "at_least_once",
         "description": None,
         "tags": {},
@@ -133,7 +137,8 @@ def test_the_design_example_is_accepted_as_is() -> None:
     job_spec = JobSpec.model_validate_json(json.dumps(body))
 
     # Then it round-trips unchanged
-    assert job_spec.model_dump(mode="json") == body
+    # (with the fields added since, at their defaults)
+    assert job_spec.model_dump(mode="json") == {**body, "max_concurrent_runs": None}
 
 
 # --- schedules ----------------------------------------------------------------------------------------------
@@ -604,3 +609,39 @@ def test_manual_run_id_without_a_key_is_unique(key: str | None) -> None:
     # Then each is new, and all have the documented shape
     assert len(ids) == 200
     assert all(re.fullmatch(r"job-1:m:[0-9a-f]{32}", run_id) for run_id in ids)
+
+
+# --- max_concurrent_runs ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("limit", [1, 50])
+def test_max_concurrent_runs_bounds_overlap_allow(limit: int) -> None:
+    job = JobSpec.model_validate(spec(overlap_policy="allow", max_concurrent_runs=limit))
+    assert job.max_concurrent_runs == limit
+
+
+@pytest.mark.parametrize("limit", [0, 51])
+def test_max_concurrent_runs_out_of_range_is_refused(limit: int) -> None:
+    error = single_error(spec(overlap_policy="allow", max_concurrent_runs=limit))
+    assert error["loc"] == ("max_concurrent_runs",)
+
+
+@pytest.mark.parametrize("policy", ["skip", "queue"])
+def test_max_concurrent_runs_needs_overlap_allow(policy: str) -> None:
+    error = single_error(spec(overlap_policy=policy, max_concurrent_runs=2))
+    assert error["type"] == "max_concurrent_runs_needs_allow"
+    assert "allow" in error["msg"]
+
+
+# --- run ids ----------------------------------------------------------------------------------------------
+def test_run_ids_name_their_job_and_fire_or_trigger() -> None:
+    fire = datetime(2026, 1, 1, tzinfo=UTC)
+    scheduled = parse_run_id(scheduled_run_id("01JOB", fire))
+    manual = parse_run_id(manual_run_id("01JOB", "key-1"))
+    assert scheduled == RunKey("01JOB", to_epoch_ms(fire), None)
+    assert manual is not None and (manual.job_id, manual.fire_ms, manual.is_manual) == ("01JOB", None, True)
+
+
+@pytest.mark.parametrize(
+    "run_id", ["", "01JOB", "01JOB:", "01JOB:m:xyz", "01JOB:12a", "a b:1", "x" * 65 + ":1"]
+)
+def test_other_strings_are_not_run_ids(run_id: str) -> None:
+    assert parse_run_id(run_id) is None

@@ -26,7 +26,7 @@ def delay_seconds(due_at: datetime, now: datetime) -> int:
 
 
 def message_body(run: Run) -> str:
-    return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id).model_dump_json()
+    return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id).model_dump_json(exclude_none=True)
 
 
 class SqsRunDispatcher:

@@ -50,7 +50,7 @@ class JobOut(JobSpec):
         job: Job = details.job
         return cls.model_validate(
             {
-                **job.model_dump(exclude={"tenant_id", "next_fire_at"}),
+                **job.model_dump(exclude={"tenant_id", "next_fire_at", "last_fire_at"}),
                 "next_fire_at": details.next_fire_at,
                 "last_run": RunSummary.of(details.last_run) if details.last_run else None,
             }

@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -353,9 +354,20 @@ class JobSpec(StrictModel):
     misfire_grace_seconds: int = Field(60, ge=0, le=7 * 86_400)
     backfill_limit: int = Field(100, ge=1, le=1000)
     overlap_policy: OverlapPolicy = "skip"
+    max_concurrent_runs: int | None = Field(None, ge=1, le=50)
+    """With ``overlap_policy: allow``, at most this many runs at once; a fire beyond it is SKIPPED."""
     delivery: Delivery = "at_least_once"
     description: Annotated[str, StringConstraints(max_length=1024)] | None = None
     tags: Tags = Field(default_factory=dict, max_length=50)
+
+    @model_validator(mode="after")
+    def _concurrency_with_allow(self) -> JobSpec:
+        if self.max_concurrent_runs is not None and self.overlap_policy != "allow":
+            raise PydanticCustomError(
+                "max_concurrent_runs_needs_allow",
+                "max_concurrent_runs applies to overlap_policy allow; skip and queue run one at a time",
+            )
+        return self
 
 
 class JobPatch(StrictModel):
@@ -370,6 +382,7 @@ class JobPatch(StrictModel):
     misfire_grace_seconds: int | None = None
     backfill_limit: int | None = None
     overlap_policy: OverlapPolicy | None = None
+    max_concurrent_runs: int | None = None
     delivery: Delivery | None = None
     description: str | None = None
     tags: dict[str, Any] | None = None
@@ -407,6 +420,8 @@ class Job(JobSpec):
     """The first fire not yet planned: the planner's cursor."""
     pause: PauseInfo | None = None
     cancelled_at: Instant | None = None
+    last_fire_at: Instant | None = None
+    """Once the cursor has run out: the schedule's last fire, whose end completes the job."""
 
     def spec(self) -> JobSpec:
         return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
@@ -478,6 +493,10 @@ class Run(StrictModel):
     lease_expires_at: Instant | None = None
     retry_at: Instant | None = None
     manual_retries: int = 0
+    retry_sent_at: Instant | None = Field(None, exclude=True)
+    """When the next attempt's message went out (None: not yet, a retry too far ahead for SQS's delay)."""
+    dead_letter_owed: bool = Field(False, exclude=True)
+    """DEAD, and its dead letter not yet known to be in its queue: whoever reads it next sends it."""
 
     @property
     def due_at(self) -> datetime:
@@ -486,10 +505,16 @@ class Run(StrictModel):
 
 
 class RunMessage(StrictModel):
-    """The body of a run-queue message: just enough to find the run; everything else is in the table."""
+    """The body of a run-queue message: just enough to find the run; everything else is in the tables."""
 
     tenant_id: str = Field(min_length=1, max_length=64)
     run_id: str = Field(min_length=1, max_length=256)
+    sent_at: int | None = Field(None, ge=0)
+    """When the planner (or the API) sent the fire, epoch ms: the run's ``enqueued_at``."""
+    chain_until: int | None = Field(None, ge=0)
+    """A backfill chain: after this fire, run the next one, up to this fire (epoch ms)."""
+    attempt: int | None = Field(None, ge=1)
+    """Set on a retry's message: the attempt it starts (the run item says where the run stands)."""
 
 
 class RunSummary(StrictModel):
@@ -524,3 +549,28 @@ def manual_run_id(job_id: str, idempotency_key: str | None) -> str:
 
 def job_id_of_run(run_id: str) -> str:
     return run_id.split(":", 1)[0]
+
+
+_RUN_ID = re.compile(r"^(?P<job>[A-Za-z0-9._-]{1,64}):(?:(?P<fire>[0-9]{1,15})|m:(?P<manual>[0-9a-f]{32}))$")
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """What a run id names: its job, and the fire (a scheduled run) or the trigger's hash (a manual one)."""
+
+    job_id: str
+    fire_ms: int | None
+    manual: str | None
+
+    @property
+    def is_manual(self) -> bool:
+        return self.manual is not None
+
+
+def parse_run_id(run_id: str) -> RunKey | None:
+    """The parts of a run id, or None if it is not one tickwork makes."""
+    match = _RUN_ID.match(run_id)
+    if match is None:
+        return None
+    fire = match.group("fire")
+    return RunKey(match.group("job"), int(fire) if fire is not None else None, match.group("manual"))

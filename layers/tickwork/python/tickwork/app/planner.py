@@ -1,0 +1,253 @@
+"""Planning: a job's due fires become run-queue messages (and MISSED records), then its cursor moves.
+
+The API plans a job's fires inside the horizon at once (create, update, resume); the planner Lambda plans the
+jobs the due index returns on every tick. A fire is not stored when planned: it is a message in the queue,
+ENQUEUED as the API shows it, until a worker records it. Messages go out ten to a request whatever their
+jobs, and a job's cursor moves only once all of its messages are sent, so a planner that dies midway sends
+again rather than loses (a run's conditional writes absorb the duplicates).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from tickwork.app.ports import Clock, Dispatch, Expect, JobStore, Lanes, Metrics, RunQueue, RunStore
+from tickwork.domain.fires import FirePlan, plan_fires
+from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.timeutil import to_epoch_ms
+from tickwork.observability import logger
+
+SEND_BATCH = 10  # SendMessageBatch's limit
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    sent: list[str] = field(default_factory=list)
+    """Run ids of the fires sent."""
+    missed: list[str] = field(default_factory=list)
+    next_fire_at: datetime | None = None
+    last_fire_at: datetime | None = None
+    cursor_advanced: bool = False
+    chain: tuple[datetime, datetime] | None = None
+
+
+def missed_run(job: Job, fire_at: datetime, now: datetime, reason: str) -> Run:
+    return Run(
+        run_id=scheduled_run_id(job.job_id, fire_at),
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        scheduled_for=fire_at,
+        status=RunStatus.MISSED,
+        trigger="schedule",
+        created_at=now,
+        finished_at=now,
+        reason=reason,
+    )
+
+
+class Planner:
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        runs: RunStore,
+        lanes: Lanes,
+        queue: RunQueue,
+        metrics: Metrics,
+        horizon: timedelta,
+        lookahead: timedelta,
+    ):
+        self.jobs = jobs
+        self.runs = runs
+        self.lanes = lanes
+        self.queue = queue
+        self.metrics = metrics
+        self.horizon = horizon
+        self.lookahead = lookahead
+        """A job is planned once its cursor is this close: it is then planned up to ``horizon`` ahead, so one
+        cursor write covers many fires."""
+
+    def is_due(self, job: Job, now: datetime, *, within: timedelta | None = None) -> bool:
+        return (
+            job.status is JobStatus.ACTIVE
+            and job.next_fire_at is not None
+            and job.next_fire_at <= now + (self.lookahead if within is None else within)
+        )
+
+    def plan(self, job: Job, now: datetime) -> PlanResult:
+        """Plan one job now, whatever its lookahead (the API: its fires inside the horizon go out at once)."""
+        return self.plan_many([job], now, within=self.horizon)[0]
+
+    def plan_many(
+        self, jobs: Sequence[Job], now: datetime, *, within: timedelta | None = None
+    ) -> list[PlanResult]:
+        """Plan the due jobs among ``jobs``. A job whose writes fail keeps its cursor (the next pass plans it
+        again) and does not stop the others."""
+        results: dict[str, PlanResult] = {}
+        outgoing: list[tuple[Job, FirePlan, list[Dispatch]]] = []
+        for job in jobs:
+            if not self.is_due(job, now, within=within):
+                continue
+            plan = plan_fires(job, job.next_fire_at, now, self.horizon)
+            try:
+                missed = self._record_missed(job, plan, now)
+                if plan.chain is not None:
+                    self._mark_chain(job, plan.chain[1])
+            except Exception:
+                logger.exception("recording missed fires failed", extra={"job_id": job.job_id})
+                results[job.job_id] = PlanResult(next_fire_at=job.next_fire_at)
+                continue
+            outgoing.append((job, plan, self._dispatches(job, plan, now)))
+            results[job.job_id] = PlanResult(missed=missed, next_fire_at=job.next_fire_at)
+        unsent = self._send([d for _, _, ds in outgoing for d in ds], now)
+        for job, plan, dispatches in outgoing:
+            if any(d.message.run_id in unsent for d in dispatches):
+                continue  # the cursor stays: the next pass sends them again
+            advanced = self._advance(job, plan)
+            results[job.job_id] = PlanResult(
+                sent=[d.message.run_id for d in dispatches],
+                missed=results[job.job_id].missed,
+                next_fire_at=plan.next_fire_at if advanced else job.next_fire_at,
+                last_fire_at=plan.last_fire_at if advanced else job.last_fire_at,
+                cursor_advanced=advanced,
+                chain=plan.chain,
+            )
+            if advanced and plan.next_fire_at is None and plan.last_fire_at in plan.missed:
+                self.jobs.complete(job.tenant_id, job.job_id)
+        return [results.get(job.job_id) or PlanResult(next_fire_at=job.next_fire_at) for job in jobs]
+
+    def _record_missed(self, job: Job, plan: FirePlan, now: datetime) -> list[str]:
+        missed = []
+        for fire_at in plan.missed:
+            run = missed_run(job, fire_at, now, "misfire")
+            if self.runs.put(run, Expect.new()).ok:
+                missed.append(run.run_id)
+        if plan.missed:
+            self.metrics.count("RunsMissed", len(missed))
+        if plan.more_missed:
+            logger.warning("more fires were missed than are recorded", extra={"job_id": job.job_id})
+        return missed
+
+    def _mark_chain(self, job: Job, last: datetime) -> None:
+        """The job's lane says a backfill chain runs through ``last``: messages of those fires sent before
+        (a pause's, an outage's) are covered by it rather than run out of order."""
+        for _ in range(5):
+            _, lane = self.jobs.get_with_lane(job.tenant_id, job.job_id)
+            until = max(last, lane.chain_until) if lane.chain_until else last
+            if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=until) is None:
+                return
+
+    def _dispatches(self, job: Job, plan: FirePlan, now: datetime) -> list[Dispatch]:
+        sent = to_epoch_ms(now)
+        dispatches = [
+            Dispatch(
+                RunMessage(
+                    tenant_id=job.tenant_id, run_id=scheduled_run_id(job.job_id, fire_at), sent_at=sent
+                ),
+                fire_at,
+            )
+            for fire_at in plan.run
+        ]
+        if plan.chain is not None:
+            first, last = plan.chain
+            message = RunMessage(
+                tenant_id=job.tenant_id,
+                run_id=scheduled_run_id(job.job_id, first),
+                sent_at=sent,
+                chain_until=to_epoch_ms(last),
+            )
+            dispatches.insert(0, Dispatch(message, now))
+        return dispatches
+
+    def _send(self, dispatches: list[Dispatch], now: datetime) -> set[str]:
+        """Run ids whose message did not go out."""
+        unsent: set[str] = set()
+        if not dispatches:
+            return unsent
+        try:
+            failed = self.queue.send(dispatches, now)
+        except Exception:
+            logger.exception("sending planned fires failed", extra={"messages": len(dispatches)})
+            return {d.message.run_id for d in dispatches}
+        unsent.update(d.message.run_id for d in failed)
+        self.metrics.count("RunsPlanned", len(dispatches) - len(failed))
+        return unsent
+
+    def _advance(self, job: Job, plan: FirePlan) -> bool:
+        try:
+            return self.jobs.advance_cursor(job, plan.next_fire_at, plan.last_fire_at)
+        except Exception:
+            # Planning again is harmless (run ids are deterministic): the next pass retries.
+            logger.exception("moving a job's cursor failed", extra={"job_id": job.job_id})
+            return False
+
+
+@dataclass
+class TickReport:
+    due_jobs: int = 0
+    planned_runs: int = 0
+    missed_runs: int = 0
+    capped: bool = False
+    swept: int = 0
+
+
+class Sweeps(Protocol):
+    """What the tick needs of the sweeper: repair what is due, and say how many runs it repaired."""
+
+    def sweep(self, now: datetime) -> int: ...
+
+
+class PlannerTick:
+    """The planner Lambda's tick: the due jobs of its shards, read in batches, planned; then the sweep."""
+
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        planner: Planner,
+        sweeper: Sweeps,
+        metrics: Metrics,
+        max_jobs_per_tick: int = 5000,
+        parallelism: int = 4,
+    ):
+        self.jobs = jobs
+        self.planner = planner
+        self.sweeper = sweeper
+        self.metrics = metrics
+        self.max_jobs_per_tick = max_jobs_per_tick
+        self.parallelism = parallelism
+
+    def tick(self, now: datetime, shards: list[int]) -> TickReport:
+        started = time.perf_counter()
+        until = now + self.planner.lookahead
+        with ThreadPoolExecutor(max_workers=max(1, min(self.parallelism, len(shards)))) as pool:
+            per_shard = list(
+                pool.map(
+                    lambda shard: self.jobs.due_jobs(shard, until=until, limit=self.max_jobs_per_tick), shards
+                )
+            )
+        due = [key for keys in per_shard for key in keys]
+        report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick)
+        jobs = self.jobs.get_many(due[: self.max_jobs_per_tick])
+        for result in self.planner.plan_many(jobs, now):
+            report.planned_runs += len(result.sent)
+            report.missed_runs += len(result.missed)
+        report.swept = self.sweeper.sweep(now)
+        self.metrics.count("PlannerDueJobs", report.due_jobs)
+        self.metrics.milliseconds("PlannerTickMs", (time.perf_counter() - started) * 1000)
+        logger.info("planner tick", extra={"due_jobs": report.due_jobs, "planned": report.planned_runs})
+        return report
+
+
+def send_delay(due_at: datetime, now: datetime) -> int:
+    """Whole seconds to hold a message: rounded down (the worker waits out the rest), at most 900."""
+    return max(0, min(900, math.floor((due_at - now).total_seconds())))
+
+
+__all__ = ["Clock", "PlanResult", "Planner", "PlannerTick", "TickReport", "missed_run", "send_delay"]

@@ -1,0 +1,177 @@
+"""The ports the engine (service, planner, worker, sweeper) needs; DynamoDB and SQS adapters implement them,
+and ``tickwork.testing`` holds in-memory fakes of the same."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from tickwork.domain.lanes import Holder, Lane
+from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.tenants import Principal, Tenant
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """The little the stats route needs of one recent run."""
+
+    status: RunStatus
+    lag_ms: int | None
+
+
+@dataclass(frozen=True)
+class Expect:
+    """The condition of a run write: what the stored item must be for the write to happen.
+
+    ``absent``: no item yet. Otherwise an item whose status is in ``statuses`` (None: any) and whose fencing
+    token equals ``token`` (None: any) or is below ``token_below`` (None: no bound).
+    """
+
+    absent: bool = False
+    present: bool = False
+    statuses: frozenset[RunStatus] | None = None
+    token: int | None = None
+    token_below: int | None = None
+
+    @classmethod
+    def new(cls) -> Expect:
+        return cls(absent=True)
+
+    @classmethod
+    def at(cls, run: Run) -> Expect:
+        """Exactly as read: its status and its fencing token."""
+        return cls(present=True, statuses=frozenset({run.status}), token=run.fencing_token)
+
+    @classmethod
+    def older_than(cls, token: int) -> Expect:
+        """Absent, or written by an earlier attempt (a lower fencing token)."""
+        return cls(absent=True, present=True, token_below=token)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a conditional run write did: written, or not, with the run as stored now (None: no item)."""
+
+    ok: bool
+    current: Run | None = None
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One message for the run queue, to arrive at ``due_at`` (or at once when that has passed)."""
+
+    message: RunMessage
+    due_at: datetime
+
+
+class JobStore(Protocol):
+    def create(self, job: Job, *, max_jobs: int) -> None:
+        """Store a new job and claim its name. Raises NameTaken or QuotaExceeded."""
+
+    def get(self, tenant_id: str, job_id: str) -> Job:
+        """Raises NotFound, also for another tenant's job."""
+
+    def get_with_lane(self, tenant_id: str, job_id: str) -> tuple[Job, Lane]:
+        """The job and its lane (empty when it has none), in one consistent read. Raises NotFound."""
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Job]:
+        """The jobs of ``(tenant_id, job_id)`` keys that exist, in the order asked."""
+
+    def list_for_tenant(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[Job]:
+        """Newest first. ``status=None`` lists every job but the cancelled ones."""
+
+    def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
+        """Replace the job if its stored version is ``expected_version``; move the name lock on a rename."""
+
+    def cancel(self, job: Job, *, expected_version: int) -> None:
+        """Store the cancelled job, free its name and its slot in the tenant's quota."""
+
+    def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
+        """Move the planning cursor if the job is unchanged (same version, still ACTIVE); with no fire left,
+        take it out of the due index and keep its last fire. False when it changed meanwhile."""
+
+    def complete(self, tenant_id: str, job_id: str) -> bool:
+        """An ACTIVE job whose schedule has run out becomes COMPLETED and frees its quota slot; False when
+        it is not (or no longer) such a job."""
+
+    def due_jobs(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str]]:
+        """``(tenant_id, job_id)`` of the shard's jobs with a fire due by ``until``, earliest first."""
+
+    def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]: ...
+
+
+class Lanes(Protocol):
+    def claim(
+        self, tenant_id: str, job_id: str, *, seen: Lane, holder: Holder, drop: Sequence[str]
+    ) -> Lane | None:
+        """Add ``holder`` (whose token must be ``seen.version + 1``) and remove the holders ``drop`` names, if
+        the lane is still at ``seen.version``. None when it was; the lane as it is now when it was not."""
+
+    def heartbeat(self, tenant_id: str, job_id: str, holder: Holder) -> bool:
+        """Push the holder's lease to ``holder.lease_until`` while it still holds the lane with its token."""
+
+    def set_chain(
+        self, tenant_id: str, job_id: str, *, seen: Lane, chain_until: datetime | None
+    ) -> Lane | None:
+        """Set (or clear) the lane's backfill chain if it is still at ``seen.version``; as :meth:`claim`."""
+
+
+class RunStore(Protocol):
+    def get(self, tenant_id: str, run_id: str) -> Run:
+        """Raises NotFound, also for another tenant's run."""
+
+    def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
+        """The stored runs among ``run_ids`` (all of one job), in as few consistent reads as it can."""
+
+    def put(self, run: Run, expect: Expect) -> Written:
+        """Write the whole run if the stored item meets ``expect``; when it does not, say what is stored."""
+
+    def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
+        """Stored runs, newest first (by scheduled time)."""
+
+    def latest(self, tenant_id: str, job_id: str, *, until: datetime) -> Run | None:
+        """The stored run with the latest scheduled time at or before ``until``."""
+
+    def recent(self, tenant_id: str, job_id: str, *, since: datetime, limit: int) -> list[RunSample]: ...
+
+    def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
+        """``(tenant_id, run_id)`` of runs the sweeper should look at by now, oldest first."""
+
+
+class RunQueue(Protocol):
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
+        """Send, ten to a request; returns the ones that were not sent."""
+
+    def send_later(self, message: RunMessage, delay_seconds: int) -> None:
+        """One message, held back ``delay_seconds`` (a retry, a held run, an early one)."""
+
+
+class DeadLetters(Protocol):
+    def send(self, run: Run, *, reason: str, error: dict[str, Any] | None) -> None: ...
+
+
+class TenantStore(Protocol):
+    def get(self, tenant_id: str) -> Tenant:
+        """Raises NotFound."""
+
+    def by_token(self, token: str) -> Principal | None:
+        """Who a bearer token belongs to (an active tenant), or None."""
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: float = 1) -> None: ...
+
+    def milliseconds(self, name: str, value: float) -> None: ...

@@ -1,0 +1,492 @@
+"""The application service behind the HTTP API: one method per route, all scoped to a tenant.
+
+It checks what the models cannot check alone (the clock, the tenant's limits, the job's state), then calls
+the stores and the planner. It takes ``now`` from its caller and knows nothing of HTTP or AWS.
+
+A fire that was planned but has not reached a worker is a message, not an item: the service shows it as the
+run it will be (ENQUEUED, or RUNNING while the job's lane holds it), from the job's cursor and lane.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ulid import ULID
+
+from tickwork.app.planner import Planner
+from tickwork.app.ports import Dispatch, Expect, JobStore, Page, RunQueue, RunSample, RunStore, TenantStore
+from tickwork.domain.fires import first_fire_anchor, is_fire_of
+from tickwork.domain.lanes import Holder, Lane, ended
+from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
+from tickwork.domain.models import (
+    HttpTarget,
+    Job,
+    JobPatch,
+    JobSpec,
+    JobStatus,
+    OnceSchedule,
+    PauseInfo,
+    RateSchedule,
+    Run,
+    RunMessage,
+    RunStatus,
+    manual_run_id,
+    parse_run_id,
+    scheduled_run_id,
+)
+from tickwork.domain.patch import merge_patch
+from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
+from tickwork.domain.targets import (
+    AwsTargetPolicy,
+    check_aws_target,
+    check_http_target,
+    check_payload_fits_target,
+)
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.errors import InvalidInput, InvalidSchedule, InvalidState, NotFound, VersionConflict
+
+# A one-time job may name a time this far in the past (clock skew, a slow client) and still be accepted.
+ONCE_PAST_TOLERANCE = timedelta(seconds=60)
+STATS_WINDOW = timedelta(hours=1)
+# The stats route reads at most this many recent runs in all (``sampled_runs`` says how many it read).
+STATS_SAMPLE = 10_000
+# Fires a job's history shows as ENQUEUED ahead of its stored runs, at most.
+SHOWN_AHEAD = 100
+
+
+@dataclass(frozen=True)
+class JobDetails:
+    job: Job
+    next_fire_at: datetime | None
+    """The next fire strictly after now, for display; the stored cursor may run ahead of it."""
+    last_run: Run | None = None
+
+
+@dataclass(frozen=True)
+class TenantStats:
+    jobs: dict[str, int]
+    runs: dict[str, int]
+    lag_ms: dict[str, int | None]
+    queue_depth: int
+    sampled_runs: int
+    window_seconds: int = int(STATS_WINDOW.total_seconds())
+
+
+class JobService:
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        runs: RunStore,
+        tenants: TenantStore,
+        queue: RunQueue,
+        planner: Planner,
+        allow_private_targets: bool,
+        aws_targets: AwsTargetPolicy | None = None,
+        max_target_timeout_seconds: int = 900,
+    ):
+        self.jobs = jobs
+        self.runs = runs
+        self.tenants = tenants
+        self.queue = queue
+        self.planner = planner
+        self.allow_private_targets = allow_private_targets
+        self.aws_targets = aws_targets
+        self.max_target_timeout_seconds = max_target_timeout_seconds
+
+    # --- jobs ---------------------------------------------------------------------------------------------
+    def create_job(self, tenant_id: str, spec: JobSpec, now: datetime) -> JobDetails:
+        tenant = self.tenants.get(tenant_id)
+        self._check_spec(spec, now)
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)  # stored timestamps keep milliseconds
+        created = Job(
+            **spec.model_dump(),
+            job_id=str(ULID.from_datetime(now)),
+            tenant_id=tenant_id,
+            created_at=now,
+            updated_at=now,
+        )
+        job = created.model_copy(update={"next_fire_at": first_fire(created, now)})
+        self.jobs.create(job, max_jobs=tenant.max_jobs)
+        return self._details(self._plan(job, now), now)
+
+    def get_job(self, tenant_id: str, job_id: str, now: datetime) -> JobDetails:
+        job, lane = self.jobs.get_with_lane(tenant_id, job_id)
+        stored = self.runs.latest(tenant_id, job_id, until=now)
+        running = [run for run in self._running(job, lane) if run.scheduled_for <= now]
+        candidates = [run for run in (stored, *running) if run is not None]
+        last = max(candidates, key=lambda run: run.scheduled_for) if candidates else None
+        return self._details(job, now, last_run=last)
+
+    def list_jobs(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None, now: datetime
+    ) -> Page[JobDetails]:
+        page = self.jobs.list_for_tenant(tenant_id, status=status, limit=limit, cursor=cursor)
+        return Page([self._details(job, now) for job in page.items], page.next_cursor)
+
+    def update_job(
+        self, tenant_id: str, job_id: str, patch: JobPatch, now: datetime, *, if_match: int | None = None
+    ) -> JobDetails:
+        job = self.jobs.get(tenant_id, job_id)
+        self._require_not_ended(job, "update")
+        expected = patch.version if patch.version is not None else if_match
+        if expected is not None and expected != job.version:
+            raise VersionConflict(
+                f"job is at version {job.version}, not {expected}",
+                field="version",
+                current_version=job.version,
+            )
+        spec = JobSpec.model_validate(merge_patch(job.spec().model_dump(mode="json"), patch.changes()))
+        self._check_spec(spec, now)
+        updated = Job(
+            **spec.model_dump(),
+            **job.model_dump(exclude=set(JobSpec.model_fields) | {"version", "updated_at"}),
+            version=job.version + 1,
+            updated_at=now,
+        )
+        if spec.schedule != job.schedule:
+            # Fires already sent from the old schedule are CANCELLED by the worker (schedule_changed), unless
+            # the new schedule fires then too.
+            updated = updated.model_copy(
+                update={"next_fire_at": first_fire(updated, now), "last_fire_at": None}
+            )
+        previous_name = job.name if spec.name != job.name else None
+        self.jobs.save(updated, expected_version=job.version, previous_name=previous_name)
+        return self._details(self._plan(updated, now), now)
+
+    def pause_job(
+        self, tenant_id: str, job_id: str, *, reason: str | None, actor: str, now: datetime
+    ) -> JobDetails:
+        """Fires not started stop, those already sent too (the worker drops them); a running attempt ends."""
+        job = self.jobs.get(tenant_id, job_id)
+        self._require_not_ended(job, "pause")
+        if job.status is JobStatus.ACTIVE:
+            paused = next_version(
+                job,
+                now,
+                status=JobStatus.PAUSED,
+                pause=PauseInfo(reason=reason, paused_at=now, paused_by=actor),
+            )
+            self.jobs.save(paused, expected_version=job.version)
+            job = paused
+        return self._details(job, now)
+
+    def resume_job(self, tenant_id: str, job_id: str, now: datetime) -> JobDetails:
+        """Fires that fell in the pause are planned again, now, under the job's misfire policy (a one-time
+        job whose time passed included), with the fires ahead."""
+        job = self.jobs.get(tenant_id, job_id)
+        self._require_not_ended(job, "resume")
+        if job.status is JobStatus.PAUSED:
+            assert job.pause is not None
+            since = next_fire_time(
+                job.schedule, job.pause.paused_at - timedelta(microseconds=1), anchor=first_fire_anchor(job)
+            )
+            cursor = job.next_fire_at if since is None else min(since, job.next_fire_at or since)
+            resumed = next_version(
+                job,
+                now,
+                status=JobStatus.ACTIVE,
+                pause=None,
+                next_fire_at=cursor,
+                last_fire_at=job.last_fire_at if cursor is None else None,
+            )
+            self.jobs.save(resumed, expected_version=job.version)
+            job = self._plan(resumed, now)
+        return self._details(job, now)
+
+    def cancel_job(self, tenant_id: str, job_id: str, now: datetime) -> JobDetails:
+        """Fires not started end CANCELLED as they reach a worker (or at once, when shown); a running attempt
+        finishes, and is not retried."""
+        job = self.jobs.get(tenant_id, job_id)
+        if job.status is not JobStatus.CANCELLED:
+            cancelled = next_version(job, now, status=JobStatus.CANCELLED, cancelled_at=now)
+            self.jobs.cancel(cancelled, expected_version=job.version)
+            job = cancelled
+        return self._details(job, now)
+
+    def trigger_job(self, tenant_id: str, job_id: str, *, idempotency_key: str | None, now: datetime) -> Run:
+        """Run now, outside the schedule. The same idempotency key always gives the same run."""
+        job = self.jobs.get(tenant_id, job_id)
+        if job.status is JobStatus.CANCELLED:
+            raise InvalidState("a cancelled job cannot be triggered", job_status=job.status)
+        run = Run(
+            run_id=manual_run_id(job_id, idempotency_key),
+            job_id=job_id,
+            tenant_id=tenant_id,
+            scheduled_for=now,
+            status=RunStatus.PLANNED,
+            trigger="manual",
+            created_at=now,
+        )
+        written = self.runs.put(run, Expect.new())
+        if not written.ok:
+            if written.current is None:
+                raise InvalidState("the run could not be stored; try again")
+            return written.current
+        return self._send(run, now)
+
+    # --- runs ---------------------------------------------------------------------------------------------
+    def list_runs(
+        self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None, now: datetime
+    ) -> Page[Run]:
+        """Newest first: on the first page, the fires sent and not yet recorded (ENQUEUED, or RUNNING), then
+        the stored runs."""
+        job, lane = self.jobs.get_with_lane(tenant_id, job_id)
+        page = self.runs.list_for_job(tenant_id, job_id, limit=limit, cursor=cursor)
+        if cursor is not None:
+            return page
+        ahead = self._unrecorded(job, lane, page.items, now)
+        merged = sorted([*ahead, *page.items], key=lambda run: (run.scheduled_for, run.run_id), reverse=True)
+        return Page(merged[: max(limit, len(ahead))], page.next_cursor)
+
+    def get_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
+        try:
+            return self.runs.get(tenant_id, run_id)
+        except NotFound:
+            key = parse_run_id(run_id)
+            if key is None or key.fire_ms is None:
+                raise
+            job, lane = self.jobs.get_with_lane(tenant_id, key.job_id)
+            fire = from_epoch_ms(key.fire_ms)
+            for run in self._unrecorded(job, lane, [], now, around=fire):
+                if run.run_id == run_id:
+                    return run
+            raise
+
+    def retry_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
+        """A new attempt of a FAILED, DEAD or ABANDONED run, under the same run id and idempotency key."""
+        run = self.runs.get(tenant_id, run_id)
+        job = self.jobs.get(tenant_id, run.job_id)
+        if job.status is JobStatus.CANCELLED:
+            raise InvalidState("runs of a cancelled job cannot be retried", job_status=job.status)
+        if run.status not in RETRYABLE_BY_HAND:
+            raise InvalidState(
+                f"only FAILED, DEAD or ABANDONED runs can be retried; this run is {run.status.value}",
+                run_status=run.status,
+            )
+        reopened = run.model_copy(
+            update={
+                "status": RunStatus.PLANNED,
+                "created_at": now,
+                "finished_at": None,
+                "reason": None,
+                "manual_retries": run.manual_retries + 1,
+                "dead_letter_owed": False,
+            }
+        )
+        written = self.runs.put(reopened, Expect.at(run))
+        if not written.ok:
+            current = written.current
+            raise InvalidState(
+                "the run changed meanwhile" + (f"; it is {current.status.value}" if current else ""),
+                run_status=current.status if current else None,
+            )
+        return self._send(reopened, now, attempt=run.attempt + 1)
+
+    # --- read-only helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def preview(schedule: AnySchedule, *, after: datetime, count: int) -> list[datetime]:
+        """Fire times strictly after ``after``; a rate schedule with no start_at counts from ``after``."""
+        anchor = None
+        if isinstance(schedule, RateSchedule):
+            try:
+                anchor = after + timedelta(seconds=schedule.every_seconds)
+            except OverflowError:  # the first fire would fall past year 9999
+                return []
+        return next_fire_times(schedule, after, count, anchor=anchor)
+
+    def stats(self, tenant_id: str, now: datetime) -> TenantStats:
+        """Jobs by status; the runs of the last hour, by status, with their trigger lag (read job by job, at
+        most ``STATS_SAMPLE`` of them); and the fires waiting in the queue."""
+        job_counts = self.jobs.count_by_status(tenant_id)
+        samples: list[RunSample] = []
+        queued = 0
+        cursor: str | None = None
+        since = now - STATS_WINDOW
+        while len(samples) < STATS_SAMPLE:
+            page = self.jobs.list_for_tenant(tenant_id, status=None, limit=100, cursor=cursor)
+            for job in page.items:
+                room = STATS_SAMPLE - len(samples)
+                if room <= 0:
+                    break
+                samples.extend(self.runs.recent(tenant_id, job.job_id, since=since, limit=room))
+                if job.status is JobStatus.ACTIVE and job.next_fire_at is not None and job.next_fire_at > now:
+                    queued += len(
+                        fire_times_between(
+                            job.schedule, now, job.next_fire_at, anchor=first_fire_anchor(job), limit=1000
+                        )
+                    )
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        by_status = Counter(sample.status.value for sample in samples)
+        lags = sorted(sample.lag_ms for sample in samples if sample.lag_ms is not None)
+        return TenantStats(
+            jobs={status.value: job_counts.get(status, 0) for status in JobStatus},
+            runs={status.value: by_status.get(status.value, 0) for status in RunStatus},
+            lag_ms={"p50": percentile(lags, 50), "p95": percentile(lags, 95), "p99": percentile(lags, 99)},
+            queue_depth=queued + sum(1 for sample in samples if sample.status in WAITING),
+            sampled_runs=len(samples),
+        )
+
+    # --- internals ----------------------------------------------------------------------------------------
+    def _send(self, run: Run, now: datetime, *, attempt: int | None = None) -> Run:
+        """Send a stored run's message; ENQUEUED once sent, else PLANNED for the sweeper."""
+        message = RunMessage(
+            tenant_id=run.tenant_id, run_id=run.run_id, sent_at=to_epoch_ms(now), attempt=attempt
+        )
+        if self.queue.send([Dispatch(message, now)], now):
+            return run
+        enqueued = run.model_copy(update={"status": RunStatus.ENQUEUED, "enqueued_at": now})
+        written = self.runs.put(enqueued, Expect.at(run))
+        return enqueued if written.ok else (written.current or run)
+
+    def _unrecorded(
+        self, job: Job, lane: Lane, stored: list[Run], now: datetime, *, around: datetime | None = None
+    ) -> list[Run]:
+        """Fires sent and not yet recorded: RUNNING while the lane holds them, else ENQUEUED. ``around``
+        asks for one fire's (``get_run``)."""
+        recorded = {run.run_id for run in stored}
+        running = {run.run_id: run for run in self._running(job, lane) if run.run_id not in recorded}
+        fires: list[datetime] = []
+        if job.status in (JobStatus.ACTIVE, JobStatus.PAUSED) and job.next_fire_at is not None:
+            newest = max((run.scheduled_for for run in stored if run.trigger == "schedule"), default=None)
+            start = around if around is not None else newest or now - timedelta(minutes=1)
+            fires = fire_times_between(
+                job.schedule,
+                start if around is not None else start + timedelta(microseconds=1),
+                job.next_fire_at,
+                anchor=first_fire_anchor(job),
+                limit=1 if around is not None else SHOWN_AHEAD,
+            )
+        shown = list(running.values())
+        for fire in fires:
+            run = _enqueued(job, fire)
+            if run.run_id not in recorded and run.run_id not in running:
+                shown.append(run)
+        return shown
+
+    def _running(self, job: Job, lane: Lane) -> list[Run]:
+        """The lane's holders as the runs they are: RUNNING, unless their run item says they ended."""
+        if not lane.holders:
+            return []
+        stored = self.runs.find_many(job.tenant_id, job.job_id, sorted(lane.holders))
+        running = []
+        for run_id, holder in lane.holders.items():
+            record = stored.get(run_id)
+            if ended(holder, record.fencing_token if record else None):
+                continue
+            running.append(_running(job, holder, record))
+        return running
+
+    def _check_spec(self, spec: JobSpec, now: datetime) -> None:
+        if isinstance(spec.schedule, OnceSchedule) and spec.schedule.at < now - ONCE_PAST_TOLERANCE:
+            raise InvalidSchedule("schedule.at is in the past", field="schedule.at")
+        check_payload_fits_target(spec)
+        if isinstance(spec.target, HttpTarget):
+            check_http_target(spec.target, allow_private=self.allow_private_targets)
+            if spec.target.timeout_seconds > self.max_target_timeout_seconds:
+                raise InvalidInput(
+                    f"target.timeout_seconds may be at most {self.max_target_timeout_seconds} here",
+                    field="target.timeout_seconds",
+                )
+        else:
+            check_aws_target(spec.target, self.aws_targets)
+
+    def _plan(self, job: Job, now: datetime) -> Job:
+        """Plan fires inside the horizon at once, so they do not wait for the planner's next tick."""
+        if not self.planner.is_due(job, now, within=self.planner.horizon):
+            return job
+        result = self.planner.plan(job, now)
+        if not result.cursor_advanced:
+            return self.jobs.get(job.tenant_id, job.job_id)
+        return job.model_copy(
+            update={"next_fire_at": result.next_fire_at, "last_fire_at": result.last_fire_at}
+        )
+
+    def _details(self, job: Job, now: datetime, last_run: Run | None = None) -> JobDetails:
+        upcoming = None
+        if job.status is JobStatus.ACTIVE:
+            upcoming = next_fire_time(job.schedule, now, anchor=first_fire_anchor(job))
+        return JobDetails(job=job, next_fire_at=upcoming, last_run=last_run)
+
+    @staticmethod
+    def _require_not_ended(job: Job, action: str) -> None:
+        if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
+            raise InvalidState(f"a {job.status.value.lower()} job cannot {action}", job_status=job.status)
+
+
+def _enqueued(job: Job, fire: datetime) -> Run:
+    status = RunStatus.CANCELLED if job.status is JobStatus.CANCELLED else RunStatus.ENQUEUED
+    return Run(
+        run_id=scheduled_run_id(job.job_id, fire),
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        scheduled_for=fire,
+        status=status,
+        trigger="schedule",
+        created_at=fire,
+    )
+
+
+def _running(job: Job, holder: Holder, record: Run | None) -> Run:
+    base = record or Run(
+        run_id=holder.run_id,
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        scheduled_for=holder.scheduled_for,
+        status=RunStatus.ENQUEUED,
+        trigger="manual" if ":m:" in holder.run_id else "schedule",
+        created_at=holder.started_at,
+    )
+    return base.model_copy(
+        update={
+            "status": RunStatus.RUNNING,
+            "attempt": holder.attempt,
+            "fencing_token": holder.token,
+            "lease_owner": holder.worker_id,
+            "lease_expires_at": holder.lease_until,
+            "started_at": base.started_at or holder.started_at,
+            "lag_ms": base.lag_ms
+            if base.lag_ms is not None
+            else max(0, to_epoch_ms(holder.started_at) - to_epoch_ms(holder.scheduled_for)),
+        }
+    )
+
+
+def next_version(job: Job, now: datetime, **changes: object) -> Job:
+    """The job with ``changes``, as the tenant's next version of it."""
+    return job.model_copy(update={**changes, "version": job.version + 1, "updated_at": now})
+
+
+def first_fire(job: Job, now: datetime) -> datetime:
+    """The first fire at or after ``now`` (a one-time job's own time, even slightly past). Raises
+    InvalidSchedule when the schedule has none left."""
+    if isinstance(job.schedule, OnceSchedule):
+        return job.schedule.at
+    fire_at = next_fire_time(job.schedule, now - timedelta(microseconds=1), anchor=first_fire_anchor(job))
+    if fire_at is None:
+        raise InvalidSchedule("the schedule has no fire time after now", field="schedule")
+    return fire_at
+
+
+def percentile(sorted_values: list[int], pct: int) -> int | None:
+    if not sorted_values:
+        return None
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    return round(statistics.quantiles(sorted_values, n=100, method="inclusive")[pct - 1])
+
+
+__all__ = [
+    "JobDetails",
+    "JobService",
+    "TenantStats",
+    "first_fire",
+    "is_fire_of",
+    "next_version",
+    "percentile",
+]

@@ -1,0 +1,64 @@
+"""The sweeper: runs stored but not moving, found through the sparse attention index.
+
+- a manual run (or a re-run by hand) whose message may not have gone out: sent again;
+- a run waiting for a retry due later than SQS can delay a message: its message is sent once the retry is
+  less than the sweep's lead away; a short retry whose message was lost: sent again.
+
+A fire's own runs need no sweeper: a fire is a message until a worker records it, and a worker that dies
+leaves the message to come back after its visibility timeout. Each repair moves the run's attention time on,
+so the next sweep finds nothing to do.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tickwork.app.ports import Dispatch, Expect, Metrics, RunQueue, RunStore
+from tickwork.domain.models import RunMessage, RunStatus
+from tickwork.domain.timeutil import to_epoch_ms
+from tickwork.errors import NotFound
+from tickwork.observability import logger
+
+
+class Sweeper:
+    def __init__(
+        self, *, runs: RunStore, queue: RunQueue, metrics: Metrics, shards: int, limit_per_shard: int = 500
+    ):
+        self.runs = runs
+        self.queue = queue
+        self.metrics = metrics
+        self.shards = shards
+        self.limit_per_shard = limit_per_shard
+
+    def sweep(self, now: datetime) -> int:
+        repaired = 0
+        for shard in range(self.shards):
+            for tenant_id, run_id in self.runs.due_for_attention(shard, now=now, limit=self.limit_per_shard):
+                try:
+                    repaired += self._repair(tenant_id, run_id, now)
+                except NotFound:
+                    logger.warning("a run needing attention vanished", extra={"run_id": run_id})
+                except Exception:
+                    # Its attention time has not moved, so the next sweep tries again; the others go on.
+                    logger.exception("repairing a run failed", extra={"run_id": run_id})
+        return repaired
+
+    def _repair(self, tenant_id: str, run_id: str, now: datetime) -> int:
+        run = self.runs.get(tenant_id, run_id)
+        if run.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
+            message = RunMessage(tenant_id=tenant_id, run_id=run_id, sent_at=to_epoch_ms(now))
+            if self.queue.send([Dispatch(message, run.scheduled_for)], now):
+                return 0
+            self.runs.put(
+                run.model_copy(update={"status": RunStatus.ENQUEUED, "enqueued_at": now}), Expect.at(run)
+            )
+            self.metrics.count("RunsResent")
+            return 1
+        if run.status is RunStatus.RETRY_WAIT and run.retry_at is not None:
+            message = RunMessage(tenant_id=tenant_id, run_id=run_id, attempt=run.attempt + 1)
+            if self.queue.send([Dispatch(message, run.retry_at)], now):
+                return 0
+            self.runs.put(run.model_copy(update={"retry_sent_at": now}), Expect.at(run))
+            self.metrics.count("RetriesSent")
+            return 1
+        return 0

@@ -1,0 +1,708 @@
+"""The worker: one run-queue message in, at most one attempt of its run out, recorded.
+
+1. wait out the remainder before the fire, so nothing starts early (SQS delays are whole seconds);
+2. read the job and its lane together, and the run items it needs (this run's, the lane holders');
+3. decide: a duplicate, or a fire that a cancel, a pause, a schedule change or the misfire policy ends
+   (recorded with its reason), or one the overlap policy skips or holds back (sent again later: never a
+   failed delivery, so never dead-lettered for waiting);
+4. take the lease: a holder of the job's lane (one conditional write), or, for a job whose runs may overlap
+   freely, the run item itself (one conditional write);
+5. call the target, with a heartbeat extending the lease while the call lasts;
+6. record the attempt and the run's next status in the run item (one conditional write, fenced on the
+   token), then retry later, dead-letter, carry a backfill chain on, or complete the job.
+
+The run item is the idempotency record: a message for a run that already ended calls nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from tickwork.app.ports import (
+    Clock,
+    DeadLetters,
+    Expect,
+    JobStore,
+    Lanes,
+    Metrics,
+    RunQueue,
+    RunStore,
+    TenantStore,
+)
+from tickwork.domain.fires import (
+    Arrival,
+    is_fire_of,
+    is_superseded,
+    latest_fire_until,
+    next_in_chain,
+    on_arrival,
+    previous_fire,
+)
+from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders
+from tickwork.domain.lifecycle import TERMINAL, ensure_move
+from tickwork.domain.models import (
+    Attempt,
+    Job,
+    JobStatus,
+    Run,
+    RunKey,
+    RunMessage,
+    RunStatus,
+    parse_run_id,
+    scheduled_run_id,
+)
+from tickwork.domain.retry import OutcomeClass, decide_retry
+from tickwork.domain.tenants import Tenant
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.errors import NotFound
+from tickwork.observability import logger
+from tickwork.targets import TargetResult
+
+# Sleep at most this long before a run's time; a message that early goes back to the queue for the rest.
+MAX_EARLY_WAIT = timedelta(seconds=3)
+# A run held back (overlap `queue`, a retry or a backfill step waiting for the lane) comes back after this.
+HOLD_SECONDS = 2
+# SQS's longest delay: a retry due later waits in the run item, for the sweeper.
+MAX_DELAY_SECONDS = 900
+# Backfill runs at most ten fires a second per job.
+BACKFILL_SPACING = timedelta(milliseconds=100)
+# A claim that loses a race reads again, this many times at most, then leaves the message for later.
+CLAIM_TRIES = 5
+OUTCOME_OF = {
+    OutcomeClass.SUCCESS: "succeeded",
+    OutcomeClass.RETRYABLE: "retryable_error",
+    OutcomeClass.PERMANENT: "permanent_error",
+}
+
+Execute = Callable[[Job, Run, Tenant], TargetResult]
+
+
+class Stage(StrEnum):
+    """Where a run stands when its message is handled."""
+
+    NEW = "new"  # a fire (or a manual run) that has not started
+    RETRY = "retry"  # between attempts: the next one is due
+    LOST = "lost"  # its last attempt's lease passed with nothing recorded: that worker died
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The run a message is about, as far as the worker knows it."""
+
+    run: Run
+    stored: Run | None
+    """The run item as read (None: none yet), the condition of the next write to it."""
+    stage: Stage
+    lost_holder: Holder | None = None
+    chain_until: int | None = None
+    """This fire starts a backfill chain that runs every fire up to this one (epoch ms)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The attempt a worker holds: its run, RUNNING, and its lane holder when the job has a lane."""
+
+    run: Run
+    holder: Holder | None
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        lanes: Lanes,
+        runs: RunStore,
+        tenants: TenantStore,
+        queue: RunQueue,
+        dead_letters: DeadLetters,
+        execute: Execute,
+        metrics: Metrics,
+        clock: Clock,
+        sleep: Callable[[float], None],
+        worker_id: str,
+        lease_margin: timedelta = timedelta(seconds=30),
+        rng: random.Random | None = None,
+    ):
+        self.jobs = jobs
+        self.lanes = lanes
+        self.runs = runs
+        self.tenants = tenants
+        self.queue = queue
+        self.dead_letters = dead_letters
+        self.execute = execute
+        self.metrics = metrics
+        self.clock = clock
+        self.sleep = sleep
+        self.worker_id = worker_id
+        self.lease_margin = lease_margin
+        self.rng = rng or random.Random()  # noqa: S311 - jitter, not security
+
+    # --- the message ----------------------------------------------------------------------------------------
+    def handle(self, message: RunMessage) -> str:
+        """Do what the message asks; returns what happened. Afterwards the message can be deleted (a run held
+        back has been sent again); an exception leaves it for SQS to deliver again."""
+        key = parse_run_id(message.run_id)
+        if key is None:
+            self.metrics.count("MessagesDropped")
+            logger.warning("message with a malformed run id dropped", extra={"run_id": message.run_id})
+            return "malformed run id"
+        if key.fire_ms is not None and not self._wait_until(from_epoch_ms(key.fire_ms), message):
+            return "early: sent again for its time"
+        try:
+            job, lane = self.jobs.get_with_lane(message.tenant_id, key.job_id)
+        except NotFound:
+            self.metrics.count("MessagesDropped")
+            logger.warning("message for an unknown job dropped", extra={"run_id": message.run_id})
+            return "unknown job"
+        logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
+        try:
+            return self._handle(message, key, job, lane)
+        finally:
+            logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt", "fencing_token"])
+
+    def _wait_until(self, due: datetime, message: RunMessage) -> bool:
+        """Never early: sleep out a short remainder; a message far ahead of its time goes back for later."""
+        wait = (due - self.clock()).total_seconds()
+        if wait > MAX_EARLY_WAIT.total_seconds():
+            self.queue.send_later(message, math.ceil(min(wait, MAX_DELAY_SECONDS)))
+            return False
+        if wait > 0:
+            self.sleep(wait)
+        return True
+
+    def _handle(self, message: RunMessage, key: RunKey, job: Job, lane: Lane) -> str:
+        laned = capacity(job) is not None
+        # A job with no lane leases the run item itself, whose conditional write tells a new fire from a
+        # stored run: it is read first only when the message says it is stored (a retry, a manual run).
+        before = self._owed_before(job, key, message)
+        known = laned or key.is_manual or message.attempt is not None or before is not None
+        records = self._records(job, lane, message.run_id, before) if known else {}
+        stored = records.get(message.run_id)
+        for _ in range(CLAIM_TRIES):
+            now = self.clock()
+            verdict = self._decide(message, key, job, lane, stored, records, now)
+            if isinstance(verdict, str):
+                return verdict
+            if verdict.chain_until is not None:
+                message = message.model_copy(update={"chain_until": verdict.chain_until})
+            if laned:
+                lease, lane_now = self._claim_lane(job, lane, verdict, records, message, now)
+                if isinstance(lease, str):
+                    return lease
+                if lease is not None:
+                    return self._attempt(message, job, lease)
+                assert lane_now is not None
+                lane = lane_now
+                records = self._records(job, lane, message.run_id, before)
+                stored = records.get(message.run_id)
+            else:
+                lease, stored = self._claim_run(job, verdict, now)
+                if lease is not None:
+                    return self._attempt(message, job, lease)
+        self.queue.send_later(message, HOLD_SECONDS)
+        return "contended: sent again"
+
+    def _records(self, job: Job, lane: Lane, run_id: str, before: str | None) -> dict[str, Run]:
+        wanted = {run_id, *lane.holders, *([before] if before else [])}
+        return self.runs.find_many(job.tenant_id, job.job_id, sorted(wanted))
+
+    @staticmethod
+    def _owed_before(job: Job, key: RunKey, message: RunMessage) -> str | None:
+        """For the fire of a job that takes its fires in order (overlap `queue`, misfire `backfill`): the run
+        id of the fire before it, which must be dealt with first."""
+        ordered = job.overlap_policy == "queue" or job.misfire_policy == "backfill"
+        if not ordered or key.fire_ms is None or message.chain_until is not None:
+            return None
+        earlier = previous_fire(job, from_epoch_ms(key.fire_ms), since=job.updated_at)
+        return scheduled_run_id(job.job_id, earlier) if earlier is not None else None
+
+    # --- deciding ---------------------------------------------------------------------------------------
+    def _decide(
+        self,
+        message: RunMessage,
+        key: RunKey,
+        job: Job,
+        lane: Lane,
+        stored: Run | None,
+        records: dict[str, Run],
+        now: datetime,
+    ) -> Candidate | str:
+        """The run to attempt now, or what was done instead (a note)."""
+        if stored is not None and stored.status in TERMINAL:
+            self._after_duplicate(message, job, stored)
+            self.metrics.count("DuplicateDeliveriesAbsorbed")
+            return f"duplicate: the run is {stored.status.value}"
+        holder = lane.holders.get(message.run_id)
+        token = stored.fencing_token if stored is not None else None
+        running_holder = holder is not None and not ended(holder, token)
+        if running_holder and holder is not None and holder.lease_until > now:
+            self.metrics.count("DuplicateDeliveriesAbsorbed")
+            return "duplicate: its attempt is running"
+        if (
+            stored is not None
+            and stored.status is RunStatus.RUNNING
+            and stored.lease_expires_at is not None
+            and stored.lease_expires_at > now
+        ):
+            self.metrics.count("DuplicateDeliveriesAbsorbed")
+            return "duplicate: its attempt is running"
+        if key.is_manual and stored is None:
+            self.metrics.count("MessagesDropped")
+            return "unknown manual run"
+
+        run = stored or self._new_run(job, key, message, now)
+        if running_holder or run.status is RunStatus.RUNNING:
+            candidate = Candidate(run, stored, Stage.LOST, holder if running_holder else None)
+        elif run.status is RunStatus.RETRY_WAIT or run.attempts:
+            # Between attempts: a retry, or a re-run by hand (a new attempt of a run that ended).
+            candidate = Candidate(run, stored, Stage.RETRY)
+        else:
+            candidate = Candidate(run, stored, Stage.NEW)
+
+        if candidate.stage is Stage.RETRY and run.retry_at is not None:
+            early = (run.retry_at - now).total_seconds()
+            if early > MAX_EARLY_WAIT.total_seconds():
+                self.queue.send_later(message, math.ceil(min(early, MAX_DELAY_SECONDS)))
+                return "retry not due yet: sent again"
+            if early > 0:
+                self.sleep(early)
+
+        if job.status is JobStatus.CANCELLED:
+            if candidate.stage is Stage.LOST:
+                lost = self._record_lost(candidate, now)
+                return self._end(job, candidate, lost, RunStatus.CANCELLED, "job_cancelled", now)
+            return self._end_unrun(job, candidate, RunStatus.CANCELLED, "job_cancelled", now)
+        if candidate.stage is Stage.NEW and not key.is_manual:
+            fired = run.scheduled_for
+            if job.status is JobStatus.PAUSED:
+                assert job.pause is not None
+                if fired >= job.pause.paused_at:
+                    return "job paused: resuming plans this fire again"
+                return self._end_unrun(job, candidate, RunStatus.MISSED, "job_paused", now)
+            if not is_fire_of(job, fired):
+                return self._end_unrun(job, candidate, RunStatus.CANCELLED, "schedule_changed", now)
+            if message.chain_until is None:
+                if lane.chain_until is not None and fired <= lane.chain_until:
+                    return "covered by a backfill chain"
+                arrival = on_arrival(job, fired, now)
+                if arrival is not Arrival.RUN:
+                    return self._end_unrun(job, candidate, RunStatus.MISSED, arrival.value, now)
+                if job.misfire_policy == "backfill" and is_superseded(job, fired, now):
+                    return self._catch_up(job, lane, candidate, message, key, records, now)
+        if candidate.stage is Stage.LOST:
+            return self._lost(job, candidate, now)
+        return candidate
+
+    def _catch_up(
+        self,
+        job: Job,
+        lane: Lane,
+        candidate: Candidate,
+        message: RunMessage,
+        key: RunKey,
+        records: dict[str, Run],
+        now: datetime,
+    ) -> Candidate | str:
+        """A backfill job's overdue fires run in order and paced: the oldest owed one starts a chain through
+        every fire due by now, and the messages of the others, arriving meanwhile, are covered by it."""
+        before = self._owed_before(job, key, message)
+        if before is not None and before not in records and before not in lane.holders:
+            self.metrics.count("RunsHeldBack")
+            self.queue.send_later(message, HOLD_SECONDS)
+            return "held back: an earlier fire comes first"
+        last = latest_fire_until(job, candidate.run.scheduled_for, now)
+        if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=last) is not None:
+            self.queue.send_later(message, HOLD_SECONDS)
+            return "contended: sent again"
+        return Candidate(candidate.run, candidate.stored, candidate.stage, chain_until=to_epoch_ms(last))
+
+    def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str:
+        """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
+        another goes on with its next attempt while its retry policy allows one."""
+        run = self._record_lost(candidate, now)
+        lost = run.attempts[-1]
+        self.metrics.count("LeasesExpired")
+        if job.delivery == "at_most_once":
+            self.metrics.count("RunsAbandoned")
+            return self._end(job, candidate, run, RunStatus.ABANDONED, "lease_expired", now)
+        decision = decide_retry(
+            job.retry,
+            run.attempt,
+            OutcomeClass.RETRYABLE,
+            scheduled_for=run.scheduled_for,
+            now=now,
+            rng=self.rng,
+        )
+        if not decision.retry:
+            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
+            self.metrics.count("RunsDead")
+            return self._end(job, candidate, run, RunStatus.DEAD, reason, now, error=_error_of(lost))
+        return Candidate(run, candidate.stored, Stage.LOST, candidate.lost_holder)
+
+    def _record_lost(self, candidate: Candidate, now: datetime) -> Run:
+        """The run with its lost attempt closed: abandoned, the lease expired."""
+        run, holder = candidate.run, candidate.lost_holder
+        attempt = holder.attempt if holder is not None else run.attempt
+        started = holder.started_at if holder is not None else (run.started_at or now)
+        lost = Attempt(
+            attempt=attempt,
+            started_at=started,
+            finished_at=now,
+            duration_ms=max(0, to_epoch_ms(now) - to_epoch_ms(started)),
+            outcome="abandoned",
+            error_code="lease_expired",
+            error_message="the worker's lease expired before the attempt's outcome was recorded",
+            worker_id=holder.worker_id if holder is not None else run.lease_owner,
+        )
+        return run.model_copy(
+            update={
+                "status": RunStatus.RUNNING,
+                "attempt": attempt,
+                "attempts": [*[a for a in run.attempts if a.attempt != attempt], lost],
+                "started_at": run.started_at or started,
+                "lag_ms": run.lag_ms
+                if run.lag_ms is not None
+                else max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for)),
+                "fencing_token": holder.token if holder is not None else run.fencing_token,
+                "lease_owner": None,
+                "lease_expires_at": None,
+            }
+        )
+
+    # --- claiming ----------------------------------------------------------------------------------------
+    def _claim_lane(
+        self,
+        job: Job,
+        lane: Lane,
+        candidate: Candidate,
+        records: dict[str, Run],
+        message: RunMessage,
+        now: datetime,
+    ) -> tuple[Lease | str | None, Lane | None]:
+        """Become a holder of the job's lane: (the lease, None); (a note, None) when the lane is full and
+        the run was skipped or held back; (None, the lane as it is now) when another claim got there first."""
+        limit = capacity(job)
+        assert limit is not None
+        run = candidate.run
+        recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
+        others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
+        before = self._owed_before(job, parse_run_id(run.run_id) or RunKey(job.job_id, None, None), message)
+        if (
+            candidate.stage is Stage.NEW
+            and before is not None
+            and before not in records
+            and before not in lane.holders
+        ):
+            # A `queue` job takes its fires in order: the one before this has not reached a worker yet.
+            self.metrics.count("RunsHeldBack")
+            self.queue.send_later(message, HOLD_SECONDS)
+            return "held back: an earlier fire comes first", None
+        if len(others) >= limit:
+            return self._held_back(job, candidate, message, now), None
+        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
+        token = lane.version + 1
+        attempt = run.attempt + 1
+        holder = Holder(
+            run_id=run.run_id,
+            token=token,
+            attempt=attempt,
+            scheduled_for=run.scheduled_for,
+            started_at=now,
+            lease_until=now + lease_for,
+            worker_id=self.worker_id,
+        )
+        finished = sorted(r for r, h in lane.holders.items() if r != run.run_id and ended(h, recorded.get(r)))
+        current = self.lanes.claim(job.tenant_id, job.job_id, seen=lane, holder=holder, drop=finished)
+        if current is not None:
+            self.metrics.count("LeaseConflicts")
+            return None, current
+        return Lease(self._leased(candidate, attempt, token, now, lease_for), holder), None
+
+    def _claim_run(self, job: Job, candidate: Candidate, now: datetime) -> tuple[Lease | None, Run | None]:
+        """Lease the run item itself (a job with no lane): (the lease, None), or (None, the run as stored
+        now) when another worker changed it first."""
+        run = candidate.run
+        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
+        leased = self._leased(candidate, run.attempt + 1, run.fencing_token + 1, now, lease_for)
+        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
+        written = self.runs.put(leased, expect)
+        if written.ok:
+            return Lease(leased, None), None
+        self.metrics.count("LeaseConflicts")
+        return None, written.current
+
+    def _held_back(self, job: Job, candidate: Candidate, message: RunMessage, now: datetime) -> str:
+        """The lane is full. A new fire of a `skip` job (or one past ``max_concurrent_runs``) ends SKIPPED;
+        anything else (a `queue` job's fire, a retry, a lost attempt's next one) waits its turn."""
+        if candidate.stage is Stage.NEW and job.overlap_policy != "queue" and message.chain_until is None:
+            self.metrics.count("RunsSkipped")
+            return self._end_unrun(job, candidate, RunStatus.SKIPPED, "overlap", now)
+        self.metrics.count("RunsHeldBack")
+        self.queue.send_later(message, HOLD_SECONDS)
+        return "held back: sent again"
+
+    def _leased(
+        self, candidate: Candidate, attempt: int, token: int, now: datetime, lease_for: timedelta
+    ) -> Run:
+        run = candidate.run
+        ensure_move(candidate.stored.status if candidate.stored else None, RunStatus.RUNNING)
+        record = Attempt(attempt=attempt, started_at=now, worker_id=self.worker_id)
+        return run.model_copy(
+            update={
+                "status": RunStatus.RUNNING,
+                "attempt": attempt,
+                "fencing_token": token,
+                "lease_owner": self.worker_id,
+                "lease_expires_at": now + lease_for,
+                "started_at": run.started_at or now,
+                "lag_ms": run.lag_ms
+                if run.lag_ms is not None
+                else max(0, to_epoch_ms(now) - to_epoch_ms(run.scheduled_for)),
+                "attempts": [*run.attempts, record],
+                "retry_at": None,
+                "reason": None,
+            }
+        )
+
+    # --- the attempt --------------------------------------------------------------------------------------
+    def _attempt(self, message: RunMessage, job: Job, lease: Lease) -> str:
+        run = lease.run
+        logger.append_keys(attempt=run.attempt, fencing_token=run.fencing_token)
+        self.metrics.count("RunsStarted")
+        if run.attempt == 1 and run.lag_ms is not None:
+            self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
+        tenant = self.tenants.get(job.tenant_id)
+        result = self._call_with_heartbeat(job, lease, tenant)
+        status = self._record(job, lease, result)
+        if message.chain_until is not None and status is not None:
+            self._continue_chain(message, job, run, started=run.attempts[-1].started_at)
+        return f"attempt {run.attempt}: {result.outcome.value}"
+
+    def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
+        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
+        stop = threading.Event()
+        current = [lease.run]  # the run item as this attempt last wrote it (its lease extended)
+
+        def beat() -> None:
+            while not stop.wait(lease_for.total_seconds() / 3):
+                until = self.clock() + lease_for
+                if lease.holder is not None:
+                    kept = self.lanes.heartbeat(
+                        job.tenant_id, job.job_id, lease.holder.model_copy(update={"lease_until": until})
+                    )
+                else:
+                    extended = current[0].model_copy(update={"lease_expires_at": until})
+                    kept = self.runs.put(extended, Expect.at(current[0])).ok
+                    if kept:
+                        current[0] = extended
+                if not kept:
+                    logger.warning("lease lost during the target call")
+                    return
+
+        heartbeat = threading.Thread(target=beat, name=f"heartbeat-{lease.run.run_id}", daemon=True)
+        heartbeat.start()
+        try:
+            return self.execute(job, lease.run, tenant)
+        finally:
+            stop.set()
+            heartbeat.join(timeout=5)
+
+    def _record(self, job: Job, lease: Lease, result: TargetResult) -> RunStatus | None:
+        """Store the attempt's outcome; returns the run's new status (None: the lease was lost meanwhile)."""
+        run = lease.run
+        now = self.clock()
+        started = run.attempts[-1]
+        attempt = started.model_copy(
+            update={
+                "finished_at": now,
+                "duration_ms": max(0, to_epoch_ms(now) - to_epoch_ms(started.started_at)),
+                "outcome": OUTCOME_OF[result.outcome],
+                "error_code": result.error_code,
+                "error_message": result.error_message,
+            }
+        )
+        done = run.model_copy(
+            update={"attempts": [*run.attempts[:-1], attempt], "lease_owner": None, "lease_expires_at": None}
+        )
+        policy = (
+            job.retry if job.delivery == "at_least_once" else job.retry.model_copy(update={"max_attempts": 1})
+        )
+        decision = decide_retry(
+            policy, run.attempt, result.outcome, scheduled_for=run.scheduled_for, now=now, rng=self.rng
+        )
+        if decision.retry:
+            delay = math.ceil(decision.delay.total_seconds())
+            soon = delay <= MAX_DELAY_SECONDS
+            waiting = done.model_copy(
+                update={
+                    "status": RunStatus.RETRY_WAIT,
+                    "retry_at": now + decision.delay,
+                    # A retry SQS can delay is sent now; a later one is the sweeper's, nearer the time.
+                    "retry_sent_at": now if soon else None,
+                }
+            )
+            if not self._store_attempt_end(lease, waiting):
+                return None
+            self.metrics.count("RunsRetried")
+            if soon:
+                self.queue.send_later(_retry_message(waiting), delay)
+            return RunStatus.RETRY_WAIT
+        if result.outcome is OutcomeClass.SUCCESS:
+            status, reason, metric = RunStatus.SUCCEEDED, None, "RunsSucceeded"
+        elif result.outcome is OutcomeClass.PERMANENT:
+            status, reason, metric = RunStatus.FAILED, result.error_code, "RunsFailed"
+        else:
+            status, metric = RunStatus.DEAD, "RunsDead"
+            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
+        final = done.model_copy(
+            update={
+                "status": status,
+                "reason": reason,
+                "finished_at": now,
+                "dead_letter_owed": status is RunStatus.DEAD,
+            }
+        )
+        if not self._store_attempt_end(lease, final):
+            return None
+        self.metrics.count(metric)
+        if status is RunStatus.DEAD:
+            self._send_dead_letter(final, error=_error_of(attempt, result.status_code))
+        self._complete_if_last(job, final)
+        return status
+
+    def _store_attempt_end(self, lease: Lease, run: Run) -> bool:
+        """One conditional write, fenced on the attempt's token: a holder's end (no newer attempt stored),
+        or the run item's own lease (still this attempt's)."""
+        expect = (
+            Expect.older_than(run.fencing_token + 1) if lease.holder is not None else Expect.at(lease.run)
+        )
+        if not self.runs.put(run, expect).ok:
+            self.metrics.count("LeaseConflicts")
+            logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")
+            return False
+        return True
+
+    # --- ends without an attempt ------------------------------------------------------------------------
+    def _end_unrun(
+        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime
+    ) -> str:
+        """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED."""
+        ensure_move(candidate.stored.status if candidate.stored else None, status)
+        if status is RunStatus.MISSED:
+            self.metrics.count("RunsMissed")
+        final = candidate.run.model_copy(update={"status": status, "reason": reason, "finished_at": now})
+        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
+        if self.runs.put(final, expect).ok:
+            self._complete_if_last(job, final)
+        return f"{status.value.lower()}: {reason}"
+
+    def _end(
+        self,
+        job: Job,
+        candidate: Candidate,
+        run: Run,
+        status: RunStatus,
+        reason: str,
+        now: datetime,
+        *,
+        error: dict[str, Any] | None = None,
+    ) -> str:
+        """A lost attempt's run ends (ABANDONED, or DEAD once its retries are spent)."""
+        final = run.model_copy(
+            update={
+                "status": status,
+                "reason": reason,
+                "finished_at": now,
+                "dead_letter_owed": status is RunStatus.DEAD,
+            }
+        )
+        expect = (
+            Expect.older_than(final.fencing_token + 1)
+            if candidate.lost_holder is not None
+            else Expect.at(candidate.stored)
+            if candidate.stored is not None
+            else Expect.new()
+        )
+        if self.runs.put(final, expect).ok:
+            if status is RunStatus.DEAD:
+                self._send_dead_letter(final, error=error)
+            self._complete_if_last(job, final)
+        return f"{status.value.lower()}: {reason}"
+
+    # --- afterwards --------------------------------------------------------------------------------------
+    def _after_duplicate(self, message: RunMessage, job: Job, run: Run) -> None:
+        if run.status is RunStatus.DEAD and run.dead_letter_owed:
+            self._send_dead_letter(run, error=_error_of(run.attempts[-1] if run.attempts else None))
+        if message.chain_until is not None:
+            self._continue_chain(message, job, run, started=None)
+
+    def _continue_chain(self, message: RunMessage, job: Job, run: Run, started: datetime | None) -> None:
+        """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
+        assert message.chain_until is not None
+        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
+        if following is None:
+            return
+        if started is not None:
+            spacing = (started + BACKFILL_SPACING - self.clock()).total_seconds()
+            if spacing > 0:
+                self.sleep(spacing)
+        step = RunMessage(
+            tenant_id=job.tenant_id,
+            run_id=scheduled_run_id(job.job_id, following),
+            sent_at=to_epoch_ms(self.clock()),
+            chain_until=message.chain_until,
+        )
+        self.queue.send_later(step, 0)
+
+    def _send_dead_letter(self, run: Run, *, error: dict[str, Any] | None) -> None:
+        """Send, then clear the debt; a failure in between leaves the debt, paid when the message returns."""
+        self.dead_letters.send(run, reason=run.reason or "retries_exhausted", error=error)
+        self.runs.put(run.model_copy(update={"dead_letter_owed": False}), Expect.at(run))
+
+    def _complete_if_last(self, job: Job, run: Run) -> None:
+        """The job completes once its schedule's last fire has ended, however it ended."""
+        if (
+            run.trigger == "schedule"
+            and job.last_fire_at is not None
+            and run.scheduled_for == job.last_fire_at
+        ):
+            self.jobs.complete(job.tenant_id, job.job_id)
+
+    def _new_run(self, job: Job, key: RunKey, message: RunMessage, now: datetime) -> Run:
+        """A fire's run before its first write: ENQUEUED as the API shows it."""
+        assert key.fire_ms is not None
+        sent = from_epoch_ms(message.sent_at) if message.sent_at is not None else None
+        return Run(
+            run_id=message.run_id,
+            job_id=job.job_id,
+            tenant_id=job.tenant_id,
+            scheduled_for=from_epoch_ms(key.fire_ms),
+            status=RunStatus.ENQUEUED,
+            trigger="schedule",
+            created_at=sent or now,
+            enqueued_at=sent,
+        )
+
+
+def _retry_message(run: Run) -> RunMessage:
+    return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id, attempt=run.attempt + 1)
+
+
+def _error_of(attempt: Attempt | None, status_code: int | None = None) -> dict[str, Any]:
+    return {
+        "code": attempt.error_code if attempt else None,
+        "message": attempt.error_message if attempt else None,
+        "status_code": status_code,
+    }
+
+
+def _timeout_of(job: Job) -> int:
+    return int(getattr(job.target, "timeout_seconds", 30))

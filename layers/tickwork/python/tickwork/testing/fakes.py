@@ -1,0 +1,386 @@
+"""In-memory fakes of the engine's ports, with the conditional-write semantics of the DynamoDB adapters.
+
+Each write is atomic (one lock), as one DynamoDB request is; reads return copies, as a read would. Engine
+tests use these to check the logic without moto; the adapters are tested against moto separately.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tickwork import tables
+from tickwork.app.ports import Dispatch, Expect, Page, RunSample, Written
+from tickwork.domain.lanes import Holder, Lane
+from tickwork.domain.lifecycle import attention_at
+from tickwork.domain.models import Job, JobStatus, Run, RunMessage
+from tickwork.domain.tenants import Principal, Tenant, hash_token
+from tickwork.errors import NameTaken, NotFound, QuotaExceeded, VersionConflict
+
+
+class FakeLanes:
+    def __init__(self) -> None:
+        self.lanes: dict[tuple[str, str], Lane] = {}
+        self.lock = threading.RLock()
+        self.writes = 0
+
+    def get(self, tenant_id: str, job_id: str) -> Lane:
+        with self.lock:
+            return self.lanes.get((tenant_id, job_id), Lane())
+
+    def claim(
+        self, tenant_id: str, job_id: str, *, seen: Lane, holder: Holder, drop: Sequence[str]
+    ) -> Lane | None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, job_id)
+            if current.version != seen.version:
+                return current
+            if holder.token != seen.version + 1:
+                raise ValueError("a new holder's token is the lane's next version")
+            holders = {r: h for r, h in current.holders.items() if r not in drop}
+            holders[holder.run_id] = holder
+            self.lanes[(tenant_id, job_id)] = current.model_copy(
+                update={"version": current.version + 1, "holders": holders}
+            )
+            return None
+
+    def heartbeat(self, tenant_id: str, job_id: str, holder: Holder) -> bool:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, job_id)
+            held = current.holders.get(holder.run_id)
+            if held is None or held.token != holder.token:
+                return False
+            holders = {
+                **current.holders,
+                holder.run_id: held.model_copy(update={"lease_until": holder.lease_until}),
+            }
+            self.lanes[(tenant_id, job_id)] = current.model_copy(
+                update={"version": current.version + 1, "holders": holders}
+            )
+            return True
+
+    def set_chain(
+        self, tenant_id: str, job_id: str, *, seen: Lane, chain_until: datetime | None
+    ) -> Lane | None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, job_id)
+            if current.version != seen.version:
+                return current
+            self.lanes[(tenant_id, job_id)] = current.model_copy(
+                update={"version": current.version + 1, "chain_until": chain_until}
+            )
+            return None
+
+
+class FakeJobStore:
+    def __init__(self, lanes: FakeLanes, *, due_shards: int = tables.DEFAULT_DUE_SHARDS) -> None:
+        self.lanes = lanes
+        self.due_shards = due_shards
+        self.jobs: dict[tuple[str, str], Job] = {}
+        self.names: dict[tuple[str, str], str] = {}
+        self.counts: dict[str, int] = {}
+        self.lock = threading.RLock()
+
+    def create(self, job: Job, *, max_jobs: int) -> None:
+        with self.lock:
+            if (job.tenant_id, job.name) in self.names:
+                raise NameTaken(f"a job named {job.name!r} already exists", field="name")
+            if self.counts.get(job.tenant_id, 0) >= max_jobs:
+                raise QuotaExceeded(f"the tenant's limit of {max_jobs} jobs is reached")
+            self.jobs[(job.tenant_id, job.job_id)] = job
+            self.names[(job.tenant_id, job.name)] = job.job_id
+            self.counts[job.tenant_id] = self.counts.get(job.tenant_id, 0) + 1
+
+    def get(self, tenant_id: str, job_id: str) -> Job:
+        with self.lock:
+            job = self.jobs.get((tenant_id, job_id))
+        if job is None:
+            raise NotFound(f"job {job_id!r} not found", field="job_id")
+        return job
+
+    def get_with_lane(self, tenant_id: str, job_id: str) -> tuple[Job, Lane]:
+        with self.lock:
+            return self.get(tenant_id, job_id), self.lanes.get(tenant_id, job_id)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Job]:
+        with self.lock:
+            return [self.jobs[key] for key in keys if key in self.jobs]
+
+    def list_for_tenant(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[Job]:
+        with self.lock:
+            mine = sorted(
+                (job for (tenant, _), job in self.jobs.items() if tenant == tenant_id),
+                key=lambda job: job.job_id,
+                reverse=True,
+            )
+        wanted = [
+            job
+            for job in mine
+            if (job.status is status if status else job.status is not JobStatus.CANCELLED)
+            and (cursor is None or job.job_id < cursor)
+        ]
+        page = wanted[:limit]
+        return Page(page, page[-1].job_id if len(wanted) > limit else None)
+
+    def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
+        with self.lock:
+            stored = self.get(job.tenant_id, job.job_id)
+            if stored.version != expected_version:
+                raise VersionConflict("the job changed meanwhile", field="version")
+            if previous_name is not None:
+                if (job.tenant_id, job.name) in self.names:
+                    raise NameTaken(f"a job named {job.name!r} already exists", field="name")
+                del self.names[(job.tenant_id, previous_name)]
+                self.names[(job.tenant_id, job.name)] = job.job_id
+            self.jobs[(job.tenant_id, job.job_id)] = job
+
+    def cancel(self, job: Job, *, expected_version: int) -> None:
+        with self.lock:
+            stored = self.get(job.tenant_id, job.job_id)
+            if stored.version != expected_version:
+                raise VersionConflict("the job changed meanwhile", field="version")
+            self.jobs[(job.tenant_id, job.job_id)] = job.model_copy(update={"next_fire_at": None})
+            self.names.pop((job.tenant_id, job.name), None)
+            if stored.status is not JobStatus.COMPLETED:
+                self.counts[job.tenant_id] -= 1
+
+    def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
+        with self.lock:
+            stored = self.jobs.get((job.tenant_id, job.job_id))
+            if stored is None or stored.version != job.version or stored.status is not JobStatus.ACTIVE:
+                return False
+            update: dict[str, Any] = {"next_fire_at": next_fire_at}
+            if next_fire_at is None:
+                update["last_fire_at"] = last_fire_at
+            self.jobs[(job.tenant_id, job.job_id)] = stored.model_copy(update=update)
+            return True
+
+    def complete(self, tenant_id: str, job_id: str) -> bool:
+        with self.lock:
+            stored = self.jobs.get((tenant_id, job_id))
+            if stored is None or stored.status is not JobStatus.ACTIVE or stored.next_fire_at is not None:
+                return False
+            self.jobs[(tenant_id, job_id)] = stored.model_copy(update={"status": JobStatus.COMPLETED})
+            self.counts[tenant_id] -= 1
+            return True
+
+    def due_jobs(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str]]:
+        with self.lock:
+            due = sorted(
+                (job.next_fire_at, tenant, job_id)
+                for (tenant, job_id), job in self.jobs.items()
+                if job.status is JobStatus.ACTIVE
+                and job.next_fire_at is not None
+                and job.next_fire_at <= until
+                and tables.stable_shard(job_id, self.due_shards) == shard
+            )
+        return [(tenant, job_id) for _, tenant, job_id in due[:limit]]
+
+    def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]:
+        counts: dict[JobStatus, int] = {}
+        with self.lock:
+            for (tenant, _), job in self.jobs.items():
+                if tenant == tenant_id:
+                    counts[job.status] = counts.get(job.status, 0) + 1
+        return counts
+
+
+class FakeRunStore:
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, str], Run] = {}
+        self.lock = threading.RLock()
+        self.writes = 0
+        self.failed_writes = 0
+
+    def get(self, tenant_id: str, run_id: str) -> Run:
+        with self.lock:
+            run = self.runs.get((tenant_id, run_id))
+        if run is None:
+            raise NotFound(f"run {run_id!r} not found", field="run_id")
+        return run
+
+    def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
+        with self.lock:
+            return {
+                run_id: self.runs[(tenant_id, run_id)]
+                for run_id in run_ids
+                if (tenant_id, run_id) in self.runs
+            }
+
+    def put(self, run: Run, expect: Expect) -> Written:
+        with self.lock:
+            self.writes += 1
+            stored = self.runs.get((run.tenant_id, run.run_id))
+            if not _meets(stored, expect):
+                self.failed_writes += 1
+                return Written(False, stored)
+            self.runs[(run.tenant_id, run.run_id)] = run
+            return Written(True)
+
+    def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
+        with self.lock:
+            mine = sorted(
+                (r for (t, _), r in self.runs.items() if t == tenant_id and r.job_id == job_id),
+                key=lambda r: (r.scheduled_for, r.run_id),
+                reverse=True,
+            )
+        if cursor is not None:
+            mine = [r for r in mine if (r.scheduled_for.isoformat(), r.run_id) < tuple(cursor.split("|", 1))]
+        page = mine[:limit]
+        more = len(mine) > limit
+        return Page(page, f"{page[-1].scheduled_for.isoformat()}|{page[-1].run_id}" if more else None)
+
+    def latest(self, tenant_id: str, job_id: str, *, until: datetime) -> Run | None:
+        with self.lock:
+            mine = [r for (t, _), r in self.runs.items() if t == tenant_id and r.job_id == job_id]
+        started = [r for r in mine if r.scheduled_for <= until]
+        return max(started, key=lambda r: r.scheduled_for) if started else None
+
+    def recent(self, tenant_id: str, job_id: str, *, since: datetime, limit: int) -> list[RunSample]:
+        with self.lock:
+            mine = [
+                r
+                for (t, _), r in self.runs.items()
+                if t == tenant_id and r.job_id == job_id and r.scheduled_for >= since
+            ]
+        mine.sort(key=lambda r: r.scheduled_for, reverse=True)
+        return [RunSample(r.status, r.lag_ms) for r in mine[:limit]]
+
+    def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
+        with self.lock:
+            due = sorted(
+                (when, tenant, run_id)
+                for (tenant, run_id), run in self.runs.items()
+                if (when := attention_at(run)) is not None and when <= now
+            )
+        return [(tenant, run_id) for _, tenant, run_id in due[:limit]]
+
+
+def _meets(stored: Run | None, expect: Expect) -> bool:
+    if stored is None:
+        return expect.absent
+    if not expect.present:
+        return False
+    if expect.statuses is not None and stored.status not in expect.statuses:
+        return False
+    if expect.token is not None and stored.fencing_token != expect.token:
+        return False
+    return not (expect.token_below is not None and stored.fencing_token >= expect.token_below)
+
+
+@dataclass
+class Queued:
+    message: RunMessage
+    visible_at: datetime
+
+
+@dataclass
+class FakeRunQueue:
+    """Messages with the time each becomes visible; ``receive`` hands out the visible ones (oldest first)."""
+
+    clock: Any
+    messages: list[Queued] = field(default_factory=list)
+    sent: int = 0
+    fail_sends: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
+        with self.lock:
+            if self.fail_sends:
+                self.fail_sends -= 1
+                return list(dispatches)
+            for dispatch in dispatches:
+                delay = max(0, min(900, int((dispatch.due_at - now).total_seconds())))
+                self.messages.append(Queued(dispatch.message, now + timedelta(seconds=delay)))
+                self.sent += 1
+        return []
+
+    def send_later(self, message: RunMessage, delay_seconds: int) -> None:
+        with self.lock:
+            self.messages.append(Queued(message, self.clock() + timedelta(seconds=max(0, delay_seconds))))
+            self.sent += 1
+
+    def receive(self, now: datetime | None = None, limit: int = 10) -> list[RunMessage]:
+        """Take (and delete) up to ``limit`` visible messages."""
+        moment = now or self.clock()
+        with self.lock:
+            visible = sorted((q for q in self.messages if q.visible_at <= moment), key=lambda q: q.visible_at)
+            taken = visible[:limit]
+            for queued in taken:
+                self.messages.remove(queued)
+        return [queued.message for queued in taken]
+
+    def pending(self) -> list[Queued]:
+        with self.lock:
+            return sorted(self.messages, key=lambda q: q.visible_at)
+
+
+@dataclass
+class FakeDeadLetters:
+    letters: list[dict[str, Any]] = field(default_factory=list)
+
+    def send(self, run: Run, *, reason: str, error: dict[str, Any] | None) -> None:
+        self.letters.append({"run_id": run.run_id, "reason": reason, "last_error": error})
+
+
+class FakeTenants:
+    """Tenants, and ``tokens``: bearer token -> tenant id."""
+
+    def __init__(self, *tenants: Tenant, tokens: dict[str, str] | None = None) -> None:
+        self.tenants = {tenant.tenant_id: tenant for tenant in tenants}
+        self.tokens = {hash_token(token): tenant_id for token, tenant_id in (tokens or {}).items()}
+
+    def get(self, tenant_id: str) -> Tenant:
+        if tenant_id not in self.tenants:
+            raise NotFound(f"tenant {tenant_id!r} not found")
+        return self.tenants[tenant_id]
+
+    def by_token(self, token: str) -> Principal | None:
+        tenant_id = self.tokens.get(hash_token(token))
+        return Principal(tenant=self.tenants[tenant_id], token_label="default") if tenant_id else None  # noqa: S106
+
+
+@dataclass
+class CountingMetrics:
+    counts: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, list[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, name: str, value: float = 1) -> None:
+        with self.lock:
+            self.counts[name] = self.counts.get(name, 0) + value
+
+    def milliseconds(self, name: str, value: float) -> None:
+        with self.lock:
+            self.timings.setdefault(name, []).append(value)
+
+
+class FakeClock:
+    """Time that moves only when a test (or a worker's wait) moves it."""
+
+    def __init__(self, now: datetime):
+        self.now = now
+        self.sleeps: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.sleeps.append(seconds)
+            self.now += timedelta(seconds=seconds)
+
+    def advance(self, **delta: float) -> datetime:
+        with self._lock:
+            self.now += timedelta(**delta)
+            return self.now

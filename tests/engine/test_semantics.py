@@ -1,0 +1,238 @@
+"""The contract's policies, end to end on the in-memory engine: pause and resume, misfires after an outage,
+coalescing, paced backfill, completion, cancel, schedule changes, and what the API shows of fires in flight.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, scheduled_run_id
+from tickwork.targets import TargetResult
+from tickwork.testing.world import OK, START, UNAVAILABLE, World
+
+
+def seconds_of(world: World, job: Job) -> list[float]:
+    return [(c.scheduled_for - START).total_seconds() for c in world.calls_of(job)]
+
+
+def every_second(world: World, policy: str = "fire_once", **extra: Any) -> Job:
+    return world.create(
+        name=f"every-{policy}", schedule={"type": "rate", "every_seconds": 1}, misfire_policy=policy, **extra
+    )
+
+
+# --- pause and resume -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("policy", "caught_up"), [("skip", 0), ("fire_once", 1), ("backfill", 9)])
+def test_fires_that_fell_in_a_pause_follow_the_misfire_policy_on_resume(policy: str, caught_up: int) -> None:
+    world = World()
+    job = every_second(world, policy, misfire_grace_seconds=0)
+    world.run_for(3)  # fires at 1 and 2 run
+    world.service.pause_job("acme", job.job_id, reason="maintenance", actor="acme:default", now=world.clock())
+    world.run_for(8)
+    world.clock.advance(seconds=0.5)  # 9 fires (3..11) fell in the pause; their messages were dropped
+    ran_before = len(world.calls_of(job))
+    assert ran_before == 2
+    world.service.resume_job("acme", job.job_id, world.clock())  # at 11.5 s
+    world.run_for(3, step=0.05)
+    during_pause = [s for s in seconds_of(world, job) if 3 <= s <= 11]
+    assert len(during_pause) == caught_up
+    assert during_pause == sorted(during_pause)  # in order
+    if policy == "backfill":
+        # paced: at most ten a second, never all at once
+        starts = [c.at for c in world.calls_of(job) if 3 <= (c.scheduled_for - START).total_seconds() <= 11]
+        assert all(b - a >= timedelta(milliseconds=100) for a, b in itertools.pairwise(starts))
+    missed = [r for r in world.runs_of(job) if r.status is RunStatus.MISSED]
+    assert len(missed) == 9 - caught_up
+
+
+@pytest.mark.parametrize(
+    ("policy", "runs", "status"), [("fire_once", 1, RunStatus.SUCCEEDED), ("skip", 0, RunStatus.MISSED)]
+)
+def test_a_one_time_job_paused_across_its_time_follows_the_policy_on_resume_then_completes(
+    policy: str, runs: int, status: RunStatus
+) -> None:
+    world = World()
+    job = world.create(
+        name="once-paused",
+        schedule={"type": "once", "at": (START + timedelta(seconds=5)).isoformat()},
+        misfire_policy=policy,
+        misfire_grace_seconds=1,
+    )
+    world.service.pause_job("acme", job.job_id, reason=None, actor="a", now=world.clock())
+    world.run_for(10)
+    assert world.calls_of(job) == [] and world.runs_of(job) == []
+    world.service.resume_job("acme", job.job_id, world.clock())
+    world.run_for(2)
+    assert len(world.calls_of(job)) == runs
+    assert world.statuses(job) == [status]
+    assert world.job(job).status is JobStatus.COMPLETED
+
+
+def test_a_one_time_job_due_just_after_its_resume_is_not_lost() -> None:
+    world = World()
+    at = START + timedelta(seconds=5, milliseconds=200)
+    job = world.create(name="soon", schedule={"type": "once", "at": at.isoformat()})
+    world.clock.advance(seconds=4)
+    world.service.pause_job("acme", job.job_id, reason=None, actor="a", now=world.clock())
+    world.clock.advance(seconds=1)  # its message arrives 0.2 s early, while paused
+    world.deliver()
+    world.service.resume_job("acme", job.job_id, world.clock())
+    world.run_for(2, step=0.1)
+    assert [c.scheduled_for for c in world.calls_of(job)] == [at]
+    assert world.job(job).status is JobStatus.COMPLETED
+
+
+# --- outages and coalescing -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("policy", "overdue_runs"), [("skip", 1), ("fire_once", 1), ("backfill", 30)])
+def test_after_a_worker_outage_overdue_fires_coalesce(policy: str, overdue_runs: int) -> None:
+    world = World()
+    job = every_second(world, policy)
+    for _ in range(30):  # 30 s without workers: the planner keeps sending
+        world.tick()
+        world.clock.advance(seconds=1)
+    world.run_for(5, step=0.05)
+    calls = seconds_of(world, job)
+    overdue = [s for s in calls if s <= 30]
+    assert len(overdue) == overdue_runs
+    assert calls == sorted(calls) or policy != "backfill"
+    assert len(calls) == len(set(calls))  # no fire twice
+    # never a burst: at most ten starts in any second
+    starts = sorted(c.at for c in world.calls_of(job))
+    assert all(starts[i + 10] - starts[i] >= timedelta(seconds=1) for i in range(len(starts) - 10))
+
+
+def test_after_a_planner_and_worker_outage_only_the_latest_fire_runs_and_the_rest_are_recorded() -> None:
+    world = World(horizon=timedelta(seconds=5), lookahead=timedelta(seconds=2))
+    job = every_second(world, "fire_once")  # the API sent fires 1..5 ahead
+    world.clock.advance(seconds=40.5)  # nothing ticked or ran for 40 s
+    world.run_for(2)
+    calls = seconds_of(world, job)
+    assert [s for s in calls if s <= 40] == [40.0]  # only the latest overdue fire
+    missed = {
+        (r.scheduled_for - START).total_seconds(): r.reason
+        for r in world.runs_of(job)
+        if r.status is RunStatus.MISSED
+    }
+    assert sorted(missed) == [float(s) for s in range(1, 40)]
+    # sent fires were coalesced by the worker, the rest by the planner
+    assert {missed[s] for s in (1.0, 5.0)} == {"superseded"} and missed[39.0] == "misfire"
+
+
+# --- completion -------------------------------------------------------------------------------------------
+def test_a_cron_job_with_an_end_completes_after_its_last_fire_not_before() -> None:
+    world = World()
+    end = START + timedelta(seconds=4)
+    job = world.create(
+        name="ending", schedule={"type": "cron", "expression": "* * * * * *", "end_at": end.isoformat()}
+    )
+    world.run_for(3)
+    assert world.job(job).status is JobStatus.ACTIVE
+    world.run_for(3)
+    assert seconds_of(world, job) == [1, 2, 3, 4] or seconds_of(world, job)[-1] == 4
+    assert world.job(job).status is JobStatus.COMPLETED
+
+
+@pytest.mark.parametrize("ending", ["MISSED", "SKIPPED"])
+def test_a_job_whose_last_fire_ends_unrun_completes_and_frees_its_quota_slot(ending: str) -> None:
+    world = World()
+    job = world.create(
+        name="last",
+        schedule={"type": "once", "at": (START + timedelta(seconds=2)).isoformat()},
+        misfire_policy="skip",
+    )
+    if ending == "MISSED":
+        world.clock.advance(seconds=70)  # its message arrives past its grace
+        world.deliver()
+    else:
+        # a manual run holds the lane when the scheduled fire arrives
+        def trigger_and_fire() -> TargetResult:
+            world.clock.advance(seconds=2)
+            world.deliver(world.worker("w2"))
+            return OK
+
+        world.script["last"] = [trigger_and_fire]
+        run = world.service.trigger_job("acme", job.job_id, idempotency_key="m", now=world.clock())
+        world.deliver()
+        assert world.runs.get("acme", run.run_id).status is RunStatus.SUCCEEDED
+    scheduled = [r for r in world.runs_of(job) if r.trigger == "schedule"]
+    assert [r.status.value for r in scheduled] == [ending]
+    assert world.job(job).status is JobStatus.COMPLETED
+    assert world.jobs.counts["acme"] == 0
+
+
+# --- cancel and schedule changes --------------------------------------------------------------------------
+def test_cancel_ends_sent_fires_and_waiting_retries_as_cancelled() -> None:
+    world = World()
+    job = every_second(world, retry={"initial_delay_seconds": 3, "jitter": "none"})
+    world.script[job.name] = [UNAVAILABLE]
+    world.run_for(2)  # fire 1 fails and waits to retry
+    world.service.cancel_job("acme", job.job_id, world.clock())
+    before = len(world.calls_of(job))
+    world.run_for(8)
+    assert len(world.calls_of(job)) == before
+    statuses = {r.run_id: r.status for r in world.runs_of(job)}
+    assert statuses[scheduled_run_id(job.job_id, START + timedelta(seconds=1))] is RunStatus.CANCELLED
+    assert RunStatus.RETRY_WAIT not in statuses.values()
+
+
+def test_fires_sent_from_an_old_schedule_are_cancelled_when_it_changes() -> None:
+    world = World(horizon=timedelta(seconds=30))
+    job = world.create(name="change", schedule={"type": "rate", "every_seconds": 3})
+    world.service.update_job(
+        "acme",
+        job.job_id,
+        JobPatch(schedule={"type": "rate", "every_seconds": 5, "start_at": START.isoformat()}),
+        world.clock(),
+    )
+    world.run_for(20)
+    ran = seconds_of(world, job)
+    assert all(s % 5 == 0 for s in ran) and ran
+    cancelled = [r for r in world.runs_of(job) if r.reason == "schedule_changed"]
+    assert cancelled and all(r.status is RunStatus.CANCELLED for r in cancelled)
+
+
+# --- what the API shows -----------------------------------------------------------------------------------
+def test_fires_sent_but_not_reached_show_as_enqueued_and_a_running_one_as_running() -> None:
+    world = World()
+    job = world.create(name="show", schedule={"type": "rate", "every_seconds": 10})
+    first = scheduled_run_id(job.job_id, START + timedelta(seconds=10))
+    assert world.service.get_run("acme", first, world.clock()).status is RunStatus.ENQUEUED
+    seen: list[RunStatus] = []
+    listings: list[list[Run]] = []
+
+    def look() -> TargetResult:
+        seen.append(world.service.get_run("acme", first, world.clock()).status)
+        listings.append(
+            world.service.list_runs("acme", job.job_id, limit=10, cursor=None, now=world.clock()).items
+        )
+        return OK
+
+    world.script["show"] = [look]
+    world.run_for(11)
+    assert seen == [RunStatus.RUNNING]
+    listed = {run.run_id: run.status for run in listings[0]}
+    assert listed[first] is RunStatus.RUNNING
+    assert RunStatus.ENQUEUED in listed.values()
+    assert world.service.get_run("acme", first, world.clock()).status is RunStatus.SUCCEEDED
+
+
+def test_a_retry_too_far_for_sqs_is_sent_by_the_sweeper_on_time() -> None:
+    world = World()
+    job = world.create(
+        name="far",
+        schedule={"type": "once", "at": START.isoformat()},
+        retry={"initial_delay_seconds": 3600, "max_delay_seconds": 3600, "jitter": "none", "max_attempts": 2},
+    )
+    world.script["far"] = [UNAVAILABLE, UNAVAILABLE]
+    world.deliver()
+    assert world.queue.pending() == []  # not sent: an hour is past SQS's 15 minutes
+    world.clock.advance(minutes=58, seconds=30)
+    world.tick()  # the sweep sends it, delayed to its time
+    world.clock.advance(seconds=90)
+    world.deliver()
+    (run,) = world.runs_of(job)
+    assert run.attempt == 2
+    assert world.calls_of(job)[1].at == START + timedelta(hours=1)
