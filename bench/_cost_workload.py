@@ -36,8 +36,6 @@ START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 TENANT, TOKEN = "acme", "tw_cost-bench"
 LIMITED, LIMITED_TOKEN = "small", "tw_cost-bench-small"
 RECURRING_JOBS, RECURRING_FIRES, ONCE_JOBS, IDLE_TICKS = 10, 5, 10, 3
-# As deployed (infra's worker_max_concurrency): tenants with the default limit of 100 cannot reach it.
-WORKER_MAX_CONCURRENCY = 50
 LIMITED_MAX_IN_FLIGHT = 10
 
 
@@ -110,7 +108,6 @@ class _Bench:
             dead_run_queue_url=urls[tables.DEAD_RUN_QUEUE.logical_name],
             allow_private_targets=True,
             planner_horizon_seconds=1,
-            worker_max_concurrency=WORKER_MAX_CONCURRENCY,
         )
         make_requests_atomic(self.dynamodb)
         self.clock = FakeClock(START)
@@ -137,7 +134,7 @@ class _Bench:
         self.process_runtime = runtime()
         self.meter.attach(self.process_runtime.dynamodb)
         self.meter.attach(self.process_runtime.sqs)
-        self.executor = self.runtime.executor(clock=self.clock, sleep=self.clock.sleep)
+        self.worker = self.runtime.worker(clock=self.clock, sleep=self.clock.sleep)
 
     # --- drivers ------------------------------------------------------------------------------------------
     def tick(self) -> None:
@@ -151,12 +148,12 @@ class _Bench:
         from functions.worker.handler import handle_record
         from tests.support.engine import sqs_event
 
-        url = self.runtime.queue.queue_url
+        url = self.runtime.queue_url
 
         def timed(record: Any) -> str:
             started = time.perf_counter()
             try:
-                return handle_record(record, self.runtime, self.executor)
+                return handle_record(record, self.runtime, self.worker)
             finally:
                 scenario.handler_ms.append((time.perf_counter() - started) * 1000)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +43,7 @@ class NullMetrics:
 
 
 @contextmanager
-def moto_runtime(**settings: Any) -> Iterator[Any]:
+def moto_runtime(*, max_in_flight: int | None = None, **settings: Any) -> Iterator[Any]:
     """A :class:`tickwork.runtime.Runtime` over moto in process, with one tenant (no in-flight limit to
     speak of). DynamoDB calls are serialised as in the local stack."""
     with aws_environment():
@@ -80,7 +80,7 @@ def moto_runtime(**settings: Any) -> Iterator[Any]:
                 signing_secret="bench-secret",  # noqa: S106 - a throwaway secret
                 created_at=datetime(2026, 1, 1, tzinfo=UTC),
                 max_jobs=1_000_000,
-                max_in_flight=100_000,
+                max_in_flight=max_in_flight,
             )
             DynamoTenantStore(dynamodb, table=config.tenants_table).put(tenant, token=TOKEN)
             yield current
@@ -105,3 +105,24 @@ def _value_size(value: dict[str, Any]) -> int:
     if kind == "L":
         return 3 + sum(_value_size(sub) + 1 for sub in inner)
     return sum(len(str(member).encode()) for member in inner)
+
+
+@contextmanager
+def sqs_follows(clock: Callable[[], datetime]) -> Iterator[None]:
+    """moto's SQS measures delays and visibility timeouts on the wall clock; make it read the fake one."""
+    import moto.sqs.models
+
+    sqs_models: Any = moto.sqs.models  # its time functions are imported names, replaced for a while
+    original_seconds, original_millis = sqs_models.unix_time, sqs_models.unix_time_millis
+
+    def unix_time(dt: datetime | None = None) -> float:
+        return float(original_seconds(dt)) if dt is not None else clock().timestamp()
+
+    def unix_time_millis(dt: datetime | None = None) -> float:
+        return float(original_millis(dt)) if dt is not None else clock().timestamp() * 1000
+
+    sqs_models.unix_time, sqs_models.unix_time_millis = unix_time, unix_time_millis
+    try:
+        yield
+    finally:
+        sqs_models.unix_time, sqs_models.unix_time_millis = original_seconds, original_millis

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from bench._cost_before import BEFORE, BEFORE_COMMIT
-from bench._cost_workload import LIMITED_MAX_IN_FLIGHT, WORKER_MAX_CONCURRENCY
+from bench._cost_workload import LIMITED_MAX_IN_FLIGHT
 
 COMMAND = "python -m bench.cost"
 
@@ -180,12 +180,11 @@ def section(figures: dict[str, Any] | None = None) -> str:
         )
     lines += [
         "",
-        f"The worker's maximum concurrency is {WORKER_MAX_CONCURRENCY}, as deployed. Each worker invocation",
-        "runs one attempt at a time, so a tenant whose `max_in_flight` is at least that (the default is 100)",
-        "cannot exceed its limit, and its leases are single conditional writes; a tenant with a lower limit",
-        "still moves its in-flight counter in a transaction with the lease and with the finish (the second",
-        f"row: {LIMITED_MAX_IN_FLIGHT} against {WORKER_MAX_CONCURRENCY}). A one-time job also moves its job",
-        "item twice (the cursor leaves the due index, then the job is COMPLETED after its run).",
+        "A tenant with no `max_in_flight` (the default) takes no slot per run; a tenant with a limit",
+        "claims and gives back a slot of its sharded slot items",
+        f"(the second row: a limit of {LIMITED_MAX_IN_FLIGHT}).",
+        "A one-time job also moves its job item twice (the cursor leaves the due index, then the job is",
+        "COMPLETED after its run).",
     ]
     price_before, price_after = per_million(before), per_million(after)
     lines += [

@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from bench._faults import DYNAMODB_WRITES, SQS_SENDS, FaultInjector, FaultRule, Stratified
+from bench._moto import sqs_follows
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 TENANT = "acme"
@@ -35,6 +36,7 @@ TENANT = "acme"
 # them all) and are spread over the window.
 FIRST_FIRE = timedelta(seconds=20)
 HORIZON_SECONDS = 10
+LOOKAHEAD_SECONDS = 4  # twice the tick interval
 TARGET_TIMEOUT = 5
 RECEIVE_VISIBILITY = 30
 MAX_FAKE_SECONDS = 1200
@@ -78,27 +80,6 @@ class SkewedClock:
 
     def __call__(self) -> datetime:
         return self.base() + self.offset
-
-
-@contextmanager
-def sqs_follows(clock: FakeClock) -> Iterator[None]:
-    """moto's SQS measures delays and visibility timeouts on the wall clock; make it read the fake one."""
-    import moto.sqs.models
-
-    sqs_models: Any = moto.sqs.models  # its time functions are imported names, replaced for a while
-    original_seconds, original_millis = sqs_models.unix_time, sqs_models.unix_time_millis
-
-    def unix_time(dt: datetime | None = None) -> float:
-        return float(original_seconds(dt)) if dt is not None else clock().timestamp()
-
-    def unix_time_millis(dt: datetime | None = None) -> float:
-        return float(original_millis(dt)) if dt is not None else clock().timestamp() * 1000
-
-    sqs_models.unix_time, sqs_models.unix_time_millis = unix_time, unix_time_millis
-    try:
-        yield
-    finally:
-        sqs_models.unix_time, sqs_models.unix_time_millis = original_seconds, original_millis
 
 
 # --- the webhook receiver -----------------------------------------------------------------------------------
@@ -243,6 +224,7 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
                     due_shards=2,
                     attention_shards=2,
                     planner_horizon_seconds=HORIZON_SECONDS,
+                    planner_lookahead_seconds=LOOKAHEAD_SECONDS,
                 )
                 metrics = RecordingMetrics()
 
@@ -348,7 +330,7 @@ def receive(world: World) -> list[dict[str, Any]]:
     return messages
 
 
-def deliver(world: World, messages: list[dict[str, Any]], worker: Any, executor: Any) -> None:
+def deliver(world: World, messages: list[dict[str, Any]], runtime: Any, worker: Any) -> None:
     """One worker invocation, then what the event source mapping does: delete what succeeded. A process
     that dies mid-batch deletes nothing; its messages come back after their visibility timeout."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -375,7 +357,7 @@ def deliver(world: World, messages: list[dict[str, Any]], worker: Any, executor:
     try:
         response = process_partial_response(
             event=event,
-            record_handler=lambda record: handle_record(record, worker, executor),
+            record_handler=lambda record: handle_record(record, runtime, worker),
             processor=processor,
         )
     except ProcessKilled:
@@ -412,7 +394,7 @@ class Drive:
     events: Counter[str] = field(default_factory=Counter)
     touched: set[str] = field(default_factory=set)  # run ids a kill or a duplicate delivery hit
     last_fault_at: datetime | None = None
-    executors: list[tuple[Any, Any]] = field(default_factory=list)
+    workers: list[tuple[Any, Any]] = field(default_factory=list)  # (runtime, worker)
 
     def note(self, kind: str, run_id: str | None = None) -> None:
         self.events[kind] += 1
@@ -420,7 +402,7 @@ class Drive:
         if run_id:
             self.touched.add(run_id)
 
-    def build_executors(self) -> None:
+    def build_workers(self) -> None:
         kill_after_lease = Stratified(self.scenario.kill_after_lease, self.rng)
         kill_after_call = Stratified(self.scenario.kill_after_call, self.rng)
 
@@ -428,11 +410,10 @@ class Drive:
         from tickwork.domain.tenants import Tenant
         from tickwork.targets import TargetResult
 
-        for index, worker in enumerate(self.world.workers):
+        for index, runtime in enumerate(self.world.workers):
             skew = self.scenario.worker_skews[index % len(self.scenario.worker_skews)]
             clock = SkewedClock(self.world.clock, timedelta(seconds=skew)) if skew else self.world.clock
-            executor = worker.executor(clock=clock, sleep=self.world.clock.sleep)
-            real = worker.execute
+            real = runtime.execute
 
             def execute(job: Job, run: Run, tenant: Tenant, real: Any = real) -> TargetResult:
                 if kill_after_lease.hit():
@@ -444,8 +425,10 @@ class Drive:
                     raise ProcessKilled
                 return result
 
-            executor.execute = execute
-            self.executors.append((worker, executor))
+            worker = runtime.worker(
+                clock=clock, sleep=self.world.clock.sleep, execute=execute, worker_id=f"worker-{index}"
+            )
+            self.workers.append((runtime, worker))
 
     def tick(self) -> None:
         planners = self.world.planners if self.scenario.racing_planners else self.world.planners[:1]
@@ -476,19 +459,19 @@ class Drive:
             messages = receive(self.world)
             if not messages:
                 return
-            pick = self.rng.randrange(len(self.executors))
-            worker, executor = self.executors[pick]
+            pick = self.rng.randrange(len(self.workers))
+            runtime, worker = self.workers[pick]
             if not self.scenario.duplicate_deliveries:
-                deliver(self.world, messages, worker, executor)
+                deliver(self.world, messages, runtime, worker)
                 continue
             for message in messages:
                 self.note("message delivered twice", json.loads(message["Body"])["run_id"])
-            other_worker, other_executor = self.executors[(pick + 1) % len(self.executors)]
+            other_runtime, other_worker = self.workers[(pick + 1) % len(self.workers)]
             if self.rng.random() < 0.5:
                 threads = [
-                    threading.Thread(target=deliver, args=(self.world, messages, worker, executor)),
+                    threading.Thread(target=deliver, args=(self.world, messages, runtime, worker)),
                     threading.Thread(
-                        target=deliver, args=(self.world, messages, other_worker, other_executor)
+                        target=deliver, args=(self.world, messages, other_runtime, other_worker)
                     ),
                 ]
                 for thread in threads:
@@ -497,8 +480,8 @@ class Drive:
                     thread.join()
                 self.events["concurrent double deliveries"] += len(messages)
             else:
-                deliver(self.world, messages, worker, executor)
-                deliver(self.world, messages, other_worker, other_executor)
+                deliver(self.world, messages, runtime, worker)
+                deliver(self.world, messages, other_runtime, other_worker)
 
 
 def all_runs(world: World) -> dict[str, Any]:
@@ -508,6 +491,8 @@ def all_runs(world: World) -> dict[str, Any]:
     runs: dict[str, Any] = {}
     for page in world.checker.get_paginator("scan").paginate(TableName=tables.RUNS.default_name):
         for item in page["Items"]:
+            if item[tables.RUNS_SK]["S"].startswith(tables.MANUAL_POINTER_PREFIX):
+                continue
             run = run_from_item(item)
             runs[run.run_id] = run
     return runs
@@ -516,13 +501,19 @@ def all_runs(world: World) -> dict[str, Any]:
 def still_open(world: World, pending: set[str]) -> set[str]:
     """The run ids of ``pending`` that do not exist yet or have not reached a terminal status."""
     from tickwork import tables
-    from tickwork.domain.models import TERMINAL_RUN_STATUSES, RunStatus
+    from tickwork.domain.models import TERMINAL_RUN_STATUSES, RunStatus, parse_run_id
 
     open_ids = set()
     for run_id in pending:
+        key = parse_run_id(run_id)
+        assert key is not None, run_id
+        assert key.fire_ms is not None, run_id
         item = world.checker.get_item(
             TableName=tables.RUNS.default_name,
-            Key={tables.RUNS_PK: {"S": tables.run_key(TENANT, run_id)}},
+            Key={
+                tables.RUNS_PK: {"S": tables.job_key(TENANT, key.job_id)},
+                tables.RUNS_SK: {"S": tables.run_sort_key(key.fire_ms)},
+            },
             ProjectionExpression="#s",
             ExpressionAttributeNames={"#s": "status"},
             ConsistentRead=True,
@@ -736,7 +727,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "planner-killed",
-            "planner dies mid-tick: after a run put, before or after a send, before a cursor moves",
+            "planner dies mid-tick: after a missed run's put, before or after a send, before a cursor moves",
             planner_rules=[
                 FaultRule("dynamodb", frozenset({"PutItem"}), 0.05, ("crash_after",)),
                 FaultRule("sqs", frozenset({"SendMessageBatch"}), 0.10, ("crash_before", "crash_after")),
@@ -778,7 +769,7 @@ def run_scenario(scenario: Scenario, *, fires: int = 150, seed: int = 7) -> Outc
         for worker in current.workers:
             for client in (worker.dynamodb, worker.sqs):
                 drive.worker_faults.install(client)
-        drive.build_executors()
+        drive.build_workers()
         pending = set(current.expected)
         current.clock.advance(TICK_PHASE)
         for second in range(MAX_FAKE_SECONDS):

@@ -244,16 +244,16 @@ def _profiled_stack_class() -> type:
                     BenchStack.patched = True
                     original = handler.handle_record
 
-                    def handle(record: Any, current: Any = None, executor: Any = None) -> str:
+                    def handle(record: Any, current: Any = None, worker: Any = None) -> str:
                         if not BenchStack.profiling:
-                            return original(record, current, executor)
+                            return original(record, current, worker)
                         # cProfile is per thread: each worker thread has its own.
                         profile = BenchStack.by_thread.get(threading.get_ident())
                         if profile is None:
                             profile = BenchStack.by_thread[threading.get_ident()] = cProfile.Profile()
                         profile.enable()
                         try:
-                            return original(record, current, executor)
+                            return original(record, current, worker)
                         finally:
                             profile.disable()
 

@@ -401,7 +401,7 @@ def queue_depth() -> int:
     from tickwork.runtime import runtime
 
     current = runtime()
-    attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue.queue_url, AttributeNames=["All"])[
+    attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue_url, AttributeNames=["All"])[
         "Attributes"
     ]
     return sum(

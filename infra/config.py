@@ -11,7 +11,15 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from tickwork import tables
 
 CONTEXT_KEY = "tickwork"
@@ -72,7 +80,12 @@ class StageConfig(BaseModel):
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
     planner_groups: int = Field(1, ge=1, le=64, description="EventBridge rules, each owning disjoint shards")
-    planner_horizon_seconds: int = Field(300, ge=60, le=900)
+    planner_horizon_seconds: int = Field(
+        900, ge=120, le=900, description="how far ahead a job's fires are sent, in one cursor write"
+    )
+    planner_lookahead_seconds: int = Field(
+        120, ge=60, le=900, description="a job is planned once its cursor is this close (at least a tick)"
+    )
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
     planner_memory_mb: int = Field(1024, ge=128, le=10240)
     planner_timeout_seconds: int = Field(60, ge=10, le=300)
@@ -130,6 +143,14 @@ class StageConfig(BaseModel):
         if days not in LOG_RETENTION_DAYS:
             raise ValueError(f"CloudWatch Logs retention must be one of {sorted(LOG_RETENTION_DAYS)} days")
         return days
+
+    @field_validator("planner_lookahead_seconds")
+    @classmethod
+    def _lookahead_within_horizon(cls, seconds: int, info: ValidationInfo) -> int:
+        horizon = info.data.get("planner_horizon_seconds")
+        if horizon is not None and seconds > horizon:
+            raise ValueError(f"must not exceed planner_horizon_seconds ({horizon})")
+        return seconds
 
     @property
     def max_target_timeout_seconds(self) -> int:

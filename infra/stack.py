@@ -156,11 +156,10 @@ class TickworkStack(Stack):
             dead_run_queue_url=storage.dead_run_queue.queue_url,
             due_shards=config.due_shards,
             planner_horizon_seconds=config.planner_horizon_seconds,
+            planner_lookahead_seconds=config.planner_lookahead_seconds,
             planner_max_jobs_per_tick=config.planner_max_jobs_per_tick,
             run_retention_days=config.run_retention_days,
             lease_margin_seconds=config.lease_margin_seconds,
-            # Tenants whose limit the worker fleet cannot reach need no in-flight counting per lease.
-            worker_max_concurrency=config.worker_max_concurrency,
             allow_private_targets=config.allow_private_targets,
             # Jobs may name only the AWS targets the worker's role can call; none unless configured.
             allowed_target_arns=config.allowed_target_arns,
@@ -187,16 +186,17 @@ class TickworkStack(Stack):
         # The API plans first fires inside the horizon at once, like the planner.
         storage.run_queue.grant_send_messages(api)
 
-        # The sweeper gives back a tenant's in-flight slot when it abandons or requeues a lease.
+        # The planner completes a job whose last fire it recorded MISSED (the tenant's job count).
         for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(planner, definition, write=True)
         storage.run_queue.grant_send_messages(planner)
 
-        for definition in tables.ALL_TABLES:
+        # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, job counts); no idempotency:
+        # the run item is the worker's idempotency record.
+        for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(worker, definition, write=True)
-        # Retries re-send with a delay; held messages change their own visibility (the mapping can receive).
+        # Retries, held runs and backfill steps are sent again with a delay, never left to wait in flight.
         storage.run_queue.grant_send_messages(worker)
-        storage.run_queue.grant(worker, "sqs:ChangeMessageVisibility")
         storage.dead_run_queue.grant_send_messages(worker)
 
         for action, patterns in self.config.target_grants.items():

@@ -1,4 +1,4 @@
-"""Planner Lambda: on each EventBridge tick, plan the due jobs of its shards, then sweep open runs."""
+"""Planner Lambda: on each EventBridge tick, plan the due jobs of its shards, then sweep."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from tickwork.observability import logger, metrics, tracer
 from tickwork.runtime import runtime
-from tickwork.ticking import all_shards
 
 
 def shards_of(event: dict[str, Any], shard_count: int) -> list[int]:
     """The shards this planner owns: ``{"shards": [..]}`` from the rule's input, else all of them."""
     owned = event.get("shards")
     if not isinstance(owned, list):
-        return all_shards(shard_count)
+        return list(range(shard_count))
     return sorted({shard for shard in owned if isinstance(shard, int) and 0 <= shard < shard_count})
 
 
@@ -31,7 +30,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "due_jobs": report.due_jobs,
         "planned_runs": report.planned_runs,
         "missed_runs": report.missed_runs,
-        "resent": len(report.sweep.resent),
-        "requeued": len(report.sweep.requeued),
-        "abandoned": len(report.sweep.abandoned),
+        "swept": report.swept,
     }

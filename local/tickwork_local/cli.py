@@ -822,7 +822,7 @@ def cmd_tenants_create(args: argparse.Namespace, session: Session) -> int:
             tenant_id=args.name,
             name=args.display_name or args.name,
             max_jobs=args.max_jobs or settings.default_max_jobs,
-            max_in_flight=args.max_in_flight or settings.default_max_in_flight,
+            max_in_flight=args.max_in_flight,
             api_requests_per_second=args.api_requests_per_second or DEFAULT_API_REQUESTS_PER_SECOND,
             signing_secret=new_signing_secret(),
             created_at=datetime.now(UTC),
@@ -1356,7 +1356,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-jobs", type=positive_int, metavar="N", help="most jobs the tenant may have (default 10000)"
     )
     tenant_create.add_argument(
-        "--max-in-flight", type=positive_int, metavar="N", help="most runs running at once (default 100)"
+        "--max-in-flight",
+        type=positive_int,
+        metavar="N",
+        help="most runs running at once (default: no limit)",
     )
     tenant_create.add_argument(
         "--api-requests-per-second",

@@ -74,18 +74,14 @@ class WorkerStopped(Exception):
 
 @dataclass
 class SweepTotals:
-    """What the sweeper repaired since the start: runs re-sent, RUNNING runs requeued, runs abandoned."""
+    """What the sweeper repaired since the start: stored runs whose message it sent (again)."""
 
-    resent: int = 0
-    requeued: int = 0
-    abandoned: int = 0
+    repaired: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, report: Any) -> None:
         with self.lock:
-            self.resent += len(report.resent)
-            self.requeued += len(report.requeued)
-            self.abandoned += len(report.abandoned)
+            self.repaired += report.swept
 
 
 def parse_tenants(spec: str) -> list[tuple[str, str]]:
@@ -308,16 +304,15 @@ class LocalStack:
     # --- loops --------------------------------------------------------------------------------------------
     def planner_loop(self) -> None:
         from tickwork.runtime import runtime
-        from tickwork.ticking import all_shards
 
         stop = self.planner_stop  # this start's event: a later start has its own
         current = runtime()
-        shards = all_shards(current.settings.due_shards)
+        shards = list(range(current.settings.due_shards))
         while not (self.stop.is_set() or stop.is_set()):
             started = time.monotonic()
             try:
                 report = current.planner_tick.tick(datetime.now(UTC), shards)
-                self.sweeps.add(report.sweep)
+                self.sweeps.add(report)
             except Exception:
                 logging.getLogger("tickwork").exception("planner tick failed")
             stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
@@ -330,15 +325,14 @@ class LocalStack:
 
         stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
-        executor = current.executor()
-        executor.worker_id = f"local-worker-{self.worker_starts}-{index}"
+        worker = current.worker(worker_id=f"local-worker-{self.worker_starts}-{index}")
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-        queue_url = current.queue.queue_url
+        queue_url = current.queue_url
 
         def handle(record: Any) -> str:
             if stop.is_set():
                 raise WorkerStopped("the poller was stopped before this record")
-            return handle_record(record, current, executor)
+            return handle_record(record, current, worker)
 
         while not (self.stop.is_set() or stop.is_set()):
             try:
@@ -372,20 +366,20 @@ class LocalStack:
     def status_line(self) -> str:
         import boto3
         from tickwork import tables
+        from tickwork.app.service import percentile
         from tickwork.runtime import runtime
-        from tickwork.service import percentile
 
         current = runtime()
         active = boto3.client("dynamodb").scan(
             TableName=current.settings.jobs_table,
             Select="COUNT",
-            FilterExpression="#s = :active AND begins_with(#sk, :job)",
+            FilterExpression="#s = :active AND #sk = :job",
             ExpressionAttributeNames={"#s": "status", "#sk": tables.JOBS_SK},
-            ExpressionAttributeValues={":active": {"S": "ACTIVE"}, ":job": {"S": tables.JOB_SK_PREFIX}},
+            ExpressionAttributeValues={":active": {"S": "ACTIVE"}, ":job": {"S": tables.JOB_SK}},
         )["Count"]
-        attributes = current.sqs.get_queue_attributes(
-            QueueUrl=current.queue.queue_url, AttributeNames=["All"]
-        )["Attributes"]
+        attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue_url, AttributeNames=["All"])[
+            "Attributes"
+        ]
         depth = sum(
             int(attributes.get(name, 0))
             for name in (

@@ -19,9 +19,13 @@ JOBS = tables.JOBS.default_name
 RUNS = tables.RUNS.default_name
 
 
+def key_of(name: str) -> dict[str, Any]:
+    return {tables.RUNS_PK: {"S": name}, tables.RUNS_SK: {"S": "0"}}
+
+
 def sized(key: str, total: int, **extra: dict[str, str]) -> dict[str, Any]:
     """A runs-table item of exactly ``total`` bytes: its key plus a padding attribute ``p``."""
-    item: dict[str, Any] = {tables.RUNS_PK: {"S": key}, **extra}
+    item: dict[str, Any] = {**key_of(key), **extra}
     room = total - item_size(item) - len("p")
     item["p"] = {"S": "x" * room}
     assert item_size(item) == total
@@ -50,10 +54,10 @@ def test_writes_cost_a_unit_per_kilobyte_of_the_larger_item_and_failed_condition
         )
     client.update_item(  # 1.5 KB before, about 100 B after: the larger, 2 WRU
         TableName=RUNS,
-        Key={tables.RUNS_PK: {"S": "a"}},
+        Key=key_of("a"),
         UpdateExpression="REMOVE p",
     )
-    client.delete_item(TableName=RUNS, Key={tables.RUNS_PK: {"S": "b"}})  # 1025 B: 2 WRU
+    client.delete_item(TableName=RUNS, Key=key_of("b"))  # 1025 B: 2 WRU
     assert tally.total("wru") == 2 + 1 + 2 + 2 + 2 + 2
 
 
@@ -104,18 +108,16 @@ def test_reads_pay_for_whole_items_whatever_the_projection_and_for_missing_items
     client.put_item(TableName=RUNS, Item=sized("small", 1000))
     tally.rru.clear()
     # Strongly consistent, projected to one attribute: the whole 6,000 B item, 2 RRU
-    client.get_item(
-        TableName=RUNS, Key={tables.RUNS_PK: {"S": "big"}}, ConsistentRead=True, ProjectionExpression="pk"
-    )
+    client.get_item(TableName=RUNS, Key=key_of("big"), ConsistentRead=True, ProjectionExpression="pk")
     # Eventually consistent: half, 1 RRU
-    client.get_item(TableName=RUNS, Key={tables.RUNS_PK: {"S": "big"}})
+    client.get_item(TableName=RUNS, Key=key_of("big"))
     # A missing item: the minimum, 1 RRU
-    client.get_item(TableName=RUNS, Key={tables.RUNS_PK: {"S": "none"}}, ConsistentRead=True)
+    client.get_item(TableName=RUNS, Key=key_of("none"), ConsistentRead=True)
     # A batch of one small item and one missing item, consistent: 1 + 1
     client.batch_get_item(
         RequestItems={
             RUNS: {
-                "Keys": [{tables.RUNS_PK: {"S": "small"}}, {tables.RUNS_PK: {"S": "gone"}}],
+                "Keys": [key_of("small"), key_of("gone")],
                 "ConsistentRead": True,
             }
         }

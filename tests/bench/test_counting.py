@@ -43,12 +43,13 @@ def test_call_counter_counts_operations_and_units(dynamodb: Any) -> None:
     counter = CallCounter()
     counter.attach(dynamodb)
     runs = tables.RUNS.default_name
-    item = {tables.RUNS_PK: {"S": "acme#r1"}, "body": {"S": "x" * 1500}}
+    key = {tables.RUNS_PK: {"S": "acme#r1"}, tables.RUNS_SK: {"S": "0"}}
+    item = {**key, "body": {"S": "x" * 1500}}
     dynamodb.put_item(TableName=runs, Item=item)
-    dynamodb.get_item(TableName=runs, Key={tables.RUNS_PK: {"S": "acme#r1"}}, ConsistentRead=True)
-    dynamodb.get_item(TableName=runs, Key={tables.RUNS_PK: {"S": "acme#r1"}})
+    dynamodb.get_item(TableName=runs, Key=key, ConsistentRead=True)
+    dynamodb.get_item(TableName=runs, Key=key)
     dynamodb.transact_write_items(
-        TransactItems=[{"Put": {"TableName": runs, "Item": {tables.RUNS_PK: {"S": "acme#r2"}}}}]
+        TransactItems=[{"Put": {"TableName": runs, "Item": {**key, tables.RUNS_PK: {"S": "acme#r2"}}}}]
     )
     assert counter.calls == {"dynamodb.PutItem": 1, "dynamodb.GetItem": 2, "dynamodb.TransactWriteItems": 1}
     # One put plus a transaction item (2); a 1.5 KB item takes 2 WRU per write and 1 RRU per read.

@@ -89,7 +89,7 @@ def one_time_job(receiver: Receiver, path: str, at: datetime) -> str:
 
 
 def run_statuses(job_id: str) -> list[str]:
-    page = runtime().service.list_runs(TENANT, job_id, limit=10, cursor=None)
+    page = runtime().service.list_runs(TENANT, job_id, limit=10, cursor=None, now=datetime.now(UTC))
     return [run.status.value for run in page.items]
 
 

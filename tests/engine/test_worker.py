@@ -61,7 +61,7 @@ def test_a_duplicate_arriving_while_the_attempt_runs_is_absorbed() -> None:
 
     world.script["dup"] = [second_delivery]
     world.deliver()
-    assert notes == ["duplicate: its attempt is running"]
+    assert notes == ["duplicate: its attempt is running; back after its lease"]
     assert len(world.calls_of(job)) == 1
     assert world.statuses(job) == [RunStatus.SUCCEEDED]
 
@@ -220,7 +220,6 @@ def test_a_worker_that_dies_mid_call_leaves_the_run_to_the_message_coming_back(
 ) -> None:
     world = World()
     job = once_at(world, 0, name="crashy", delivery=delivery)
-    message = world.queue.pending()[0].message
 
     def die() -> TargetResult:
         raise WorkerDied
@@ -228,10 +227,11 @@ def test_a_worker_that_dies_mid_call_leaves_the_run_to_the_message_coming_back(
     world.script["crashy"] = [die, OK]
     with pytest.raises(WorkerDied):
         world.deliver()
-    # Before the lease passes, the message coming back is a duplicate of a running attempt
-    assert world.default_worker.handle(message) == "duplicate: its attempt is running"
-    world.clock.advance(seconds=61)  # timeout 30 s + margin 30 s
-    world.worker("w2").handle(message)
+    # The message comes back after its visibility timeout (30 s), before the lease passes (60 s): it is sent
+    # again for after the lease, when it finds the attempt lost and takes the run over
+    world.clock.advance(seconds=30)
+    assert world.deliver(world.worker("w2")) == ["duplicate: its attempt is running; back after its lease"]
+    world.run_for(40)
     (run,) = world.runs_of(job)
     assert run.status is expected
     assert run.attempts[0].outcome == "abandoned" and run.attempts[0].error_code == "lease_expired"

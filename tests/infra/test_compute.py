@@ -45,6 +45,7 @@ def test_functions_read_back_the_stage_settings(full_stack: Synthesized) -> None
     settings = Settings.from_env(plain)
     assert settings.due_shards == config.due_shards
     assert settings.planner_horizon_seconds == config.planner_horizon_seconds
+    assert settings.planner_lookahead_seconds == config.planner_lookahead_seconds
     assert settings.lease_margin_seconds == config.lease_margin_seconds
     assert settings.run_retention_days == config.run_retention_days
     assert settings.allow_private_targets is False

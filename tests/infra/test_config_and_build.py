@@ -58,6 +58,12 @@ def test_target_patterns_from_the_command_line(raw: str, expected: tuple[str, ..
     )
 
 
+def test_a_lookahead_past_the_horizon_is_refused_naming_it() -> None:
+    context = {"tickwork": {"planner_horizon_seconds": 300, "planner_lookahead_seconds": 600}}
+    with pytest.raises(ConfigError, match=r"tickwork:planner_lookahead_seconds: .*exceed planner_horizon"):
+        StageConfig.from_context(_context(context))
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -69,6 +75,7 @@ def test_target_patterns_from_the_command_line(raw: str, expected: tuple[str, ..
         ("stage", "Prod!"),
         ("alarm_email", "not-an-address"),
         ("planner_horizon_seconds", 1000),
+        ("planner_lookahead_seconds", 30),
         ("no_such_setting", 1),
     ],
 )

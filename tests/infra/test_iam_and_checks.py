@@ -75,7 +75,8 @@ def test_no_function_may_scan_or_use_wildcard_actions(synthesized: Synthesized) 
 def test_index_access_names_each_index(default_stack: Synthesized) -> None:
     text = str(_statements(default_stack, "planner_function"))
     assert f"/index/{tables.DUE_INDEX}" in text
-    assert f"/index/{tables.OPEN_RUNS_INDEX}" in text
+    assert f"/index/{tables.ATTENTION_INDEX}" in text
+    assert f"/index/{tables.JOBS_BY_TENANT_INDEX}" in str(_statements(default_stack, "api_function"))
 
 
 def test_without_patterns_the_worker_may_call_no_aws_target(default_stack: Synthesized) -> None:

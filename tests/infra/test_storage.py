@@ -68,7 +68,7 @@ def test_tenants_table_expires_idle_api_request_counters(default_stack: Synthesi
     assert properties["TimeToLiveSpecification"] == {"AttributeName": tables.TENANTS_TTL, "Enabled": True}
 
 
-def test_the_sparse_due_index_and_the_open_runs_index(default_stack: Synthesized) -> None:
+def test_the_sparse_due_index_the_tenant_index_and_the_attention_index(default_stack: Synthesized) -> None:
     default_stack.template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
@@ -94,11 +94,33 @@ def test_the_sparse_due_index_and_the_open_runs_index(default_stack: Synthesized
                 [
                     Match.object_like(
                         {
-                            "IndexName": tables.OPEN_RUNS_INDEX,
+                            "IndexName": tables.ATTENTION_INDEX,
                             "KeySchema": [
                                 {"AttributeName": tables.ATTENTION_SHARD, "KeyType": "HASH"},
                                 {"AttributeName": tables.ATTENTION_AT, "KeyType": "RANGE"},
                             ],
+                        }
+                    )
+                ]
+            )
+        },
+    )
+
+
+def test_a_tenants_jobs_are_listed_through_their_own_index(default_stack: Synthesized) -> None:
+    default_stack.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "GlobalSecondaryIndexes": Match.array_with(
+                [
+                    Match.object_like(
+                        {
+                            "IndexName": tables.JOBS_BY_TENANT_INDEX,
+                            "KeySchema": [
+                                {"AttributeName": tables.JOB_TENANT, "KeyType": "HASH"},
+                                {"AttributeName": tables.JOB_ID, "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["status"]},
                         }
                     )
                 ]

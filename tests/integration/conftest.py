@@ -12,12 +12,13 @@ from typing import Any
 import boto3
 import pytest
 from tickwork import tables
+from tickwork.app.service import JobDetails
+from tickwork.app.worker import Worker
 from tickwork.config import Settings
 from tickwork.domain.models import JobSpec, Run, RunMessage
-from tickwork.execution import RunExecutor
 from tickwork.runtime import Runtime, build_runtime
-from tickwork.service import JobDetails
 
+from bench._moto import sqs_follows
 from tests.conftest import seed_tenant
 from tests.support.engine import (
     FakeClock,
@@ -43,7 +44,7 @@ class Engine:
 
     @property
     def queue_url(self) -> str:
-        return self.runtime.queue.queue_url
+        return self.runtime.queue_url
 
     def create(self, tenant: str = "acme", **spec: Any) -> JobDetails:
         body = {"name": f"job-{uuid.uuid4().hex[:12]}", **spec}
@@ -52,22 +53,19 @@ class Engine:
     def http(self, path: str) -> dict[str, Any]:
         return {"type": "http", "url": self.receiver.url(path), "timeout_seconds": 5}
 
-    def executor(self, worker_id: str | None = None) -> RunExecutor:
-        executor = self.runtime.executor(clock=self.clock, sleep=self.clock.sleep)
-        if worker_id is not None:
-            executor.worker_id = worker_id
-        return executor
+    def worker(self, worker_id: str | None = None) -> Worker:
+        return self.runtime.worker(clock=self.clock, sleep=self.clock.sleep, worker_id=worker_id)
 
     def tick(self, shards: list[int] | None = None) -> Any:
         return self.runtime.planner_tick.tick(
             self.clock(), shards or list(range(self.runtime.settings.due_shards))
         )
 
-    def drain(self, rounds: int = 20, executor: RunExecutor | None = None) -> int:
-        """Deliver every receivable message to the worker until the queue is quiet; returns how many."""
+    def drain(self, rounds: int = 20, worker: Worker | None = None) -> int:
+        """Deliver every message visible now to the worker until the queue is quiet; returns how many."""
         from functions.worker.handler import handle_record
 
-        executor = executor or self.executor()
+        worker = worker or self.worker()
         delivered = 0
         for _ in range(rounds):
             messages = receive(self.sqs, self.queue_url)
@@ -75,18 +73,18 @@ class Engine:
                 break
             delivered += len(messages)
             deliver(
-                self.sqs,
-                self.queue_url,
-                messages,
-                lambda record: handle_record(record, self.runtime, executor),
+                self.sqs, self.queue_url, messages, lambda record: handle_record(record, self.runtime, worker)
             )
         return delivered
 
     def run(self, tenant: str, run_id: str) -> Run:
-        return self.runtime.runs.get(tenant, run_id)
+        """A run as the API shows it (a fire sent and not yet recorded included)."""
+        return self.runtime.service.get_run(tenant, run_id, self.clock())
 
     def runs_of(self, tenant: str, job_id: str) -> list[Run]:
-        return self.runtime.runs.list_for_job(tenant, job_id, limit=100, cursor=None).items
+        """The job's runs as the API lists them, newest first."""
+        page = self.runtime.service.list_runs(tenant, job_id, limit=100, cursor=None, now=self.clock())
+        return page.items
 
     def message_for(self, run: Run) -> RunMessage:
         return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id)
@@ -102,7 +100,7 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def engine(dynamodb: Any, receiver: Receiver) -> Engine:
+def engine(dynamodb: Any, receiver: Receiver) -> Iterator[Engine]:
     sqs = boto3.client("sqs", region_name="eu-west-1")
     urls = {
         queue.logical_name: sqs.create_queue(QueueName=queue.default_name)["QueueUrl"]
@@ -114,12 +112,15 @@ def engine(dynamodb: Any, receiver: Receiver) -> Engine:
         allow_private_targets=True,
         due_shards=2,
         attention_shards=2,
-        # moto holds delayed messages in real time: plan at most a second ahead, so the fake clock drives.
-        planner_horizon_seconds=1,
+        planner_horizon_seconds=60,
+        planner_lookahead_seconds=10,
     )
     make_requests_atomic(dynamodb)
     metrics = RecordingMetrics()
     current = build_runtime(settings, dynamodb=dynamodb, sqs=sqs, metrics=metrics)
     for tenant_id, token in (("acme", "tw_acme"), ("globex", "tw_globex")):
         seed_tenant(dynamodb, tenant_id, token)
-    return Engine(current, FakeClock(START), metrics, receiver, sqs, dynamodb)
+    clock = FakeClock(START)
+    # moto's SQS measures delays and visibility on the wall clock: make it read the fake one
+    with sqs_follows(clock):
+        yield Engine(current, clock, metrics, receiver, sqs, dynamodb)

@@ -79,9 +79,10 @@ def test_get_returns_next_fire_and_last_run(api: ApiGateway) -> None:
 
 
 def test_create_plans_fires_inside_the_horizon(api: ApiGateway) -> None:
+    # A fire sent to the run queue is not stored until a worker records it; the API shows it ENQUEUED.
     job = create(api, schedule={"type": "once", "at": soon(10)})
     runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME)
-    assert [run["status"] for run in runs.body["items"]] == ["PLANNED"]
+    assert [run["status"] for run in runs.body["items"]] == ["ENQUEUED"]
     assert runs.body["items"][0]["run_id"].startswith(f"{job['job_id']}:")
 
 
@@ -170,13 +171,13 @@ def test_patch_changes_only_the_given_fields_and_recomputes_next_fire(api: ApiGa
     assert datetime.now(UTC) < next_fire <= datetime.now(UTC) + timedelta(minutes=15)
     # and the stored planning cursor moved to the new schedule
     (item,) = [
-        i for i in scan_all(dynamodb, tables.JOBS.default_name) if i["sk"]["S"] == f"job#{job['job_id']}"
+        i
+        for i in scan_all(dynamodb, tables.JOBS.default_name)
+        if i["pk"]["S"] == tables.job_key("acme", job["job_id"]) and i["sk"]["S"] == tables.JOB_SK
     ]
     cursor = datetime.fromtimestamp(int(item[tables.DUE_AT]["N"]) / 1000, UTC)
     assert cursor.minute % 15 == 0
-    assert cursor <= datetime.now(UTC) + timedelta(
-        minutes=5 + 15
-    )  # the horizon, plus one period planned ahead
+    assert cursor <= datetime.now(UTC) + timedelta(minutes=15 + 15)  # the horizon, and one period ahead
 
 
 def test_patch_can_switch_schedule_type(api: ApiGateway) -> None:
@@ -237,7 +238,7 @@ def test_pause_stores_reason_time_and_actor_and_leaves_the_due_index(api: ApiGat
     assert datetime.fromisoformat(response.body["pause"]["paused_at"]) <= datetime.now(UTC)
     assert response.body["next_fire_at"] is None
     stored = [
-        item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")
+        item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"] == tables.JOB_SK
     ]
     assert tables.DUE_SHARD not in stored[0]
 
@@ -267,7 +268,7 @@ def test_resume_plans_missed_fires_by_the_misfire_policy(api: ApiGateway) -> Non
     runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME, query={"limit": "100"}).body[
         "items"
     ]
-    assert runs and all(run["status"] in {"PLANNED", "MISSED"} for run in runs)
+    assert runs and all(run["status"] in {"ENQUEUED", "MISSED"} for run in runs)
 
 
 def test_cancel_cancels_planned_runs_and_frees_the_name(api: ApiGateway) -> None:
@@ -293,9 +294,11 @@ def test_trigger_with_the_same_key_gives_the_same_run(api: ApiGateway, dynamodb:
     assert (first.status, again.status, other.status) == (202, 202, 202)
     assert first.body["run_id"] == again.body["run_id"] != other.body["run_id"]
     assert first.body["trigger"] == "manual"
-    assert first.body["status"] == "PLANNED"
+    assert first.body["status"] == "ENQUEUED"
     manual = [
-        item for item in scan_all(dynamodb, tables.RUNS.default_name) if item["trigger"]["S"] == "manual"
+        item
+        for item in scan_all(dynamodb, tables.RUNS.default_name)
+        if item.get("trigger", {}).get("S") == "manual"
     ]
     assert len(manual) == 2
 
@@ -328,7 +331,7 @@ def test_runs_history_paginates_newest_first(api: ApiGateway) -> None:
         if not page["next_cursor"]:
             break
         query = {"limit": "4", "cursor": page["next_cursor"]}
-    assert [len(items) for items in pages] == [4, 4, 2]  # every 30 s over the 5-minute horizon
+    assert [len(items) for items in pages] == [4] * 7 + [2]  # every 30 s over the 15-minute horizon
     times = [run["scheduled_for"] for items in pages for run in items]
     assert times == sorted(times, reverse=True)
     assert len(set(times)) == len(times)
@@ -336,19 +339,17 @@ def test_runs_history_paginates_newest_first(api: ApiGateway) -> None:
 
 @pytest.mark.parametrize("status", ["FAILED", "DEAD", "ABANDONED"])
 def test_retry_reopens_a_finished_run(api: ApiGateway, dynamodb: Any, status: str) -> None:
+    from tickwork.app.ports import Expect
+    from tickwork.domain.models import RunStatus
+    from tickwork.runtime import runtime
+
     job = create(api)
     run = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
-    key = {"pk": {"S": tables.run_key("acme", run["run_id"])}}
-    dynamodb.update_item(
-        TableName=tables.RUNS.default_name,
-        Key=key,
-        UpdateExpression="SET #s = :s",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":s": {"S": status}},
-    )
+    stored = runtime().runs.get("acme", run["run_id"])
+    assert runtime().runs.put(stored.model_copy(update={"status": RunStatus(status)}), Expect.at(stored)).ok
     response = api.request("POST", f"/v1/runs/{run['run_id']}/retry", token=ACME)
     assert response.status == 202
-    assert response.body["status"] == "PLANNED"
+    assert response.body["status"] == "ENQUEUED"
     assert response.body["run_id"] == run["run_id"]
 
 
@@ -387,7 +388,7 @@ def test_stats_counts_jobs_and_recent_runs(api: ApiGateway) -> None:
     assert response.status == 200
     assert response.body["jobs"]["ACTIVE"] == 1
     assert response.body["jobs"]["PAUSED"] == 1
-    assert response.body["runs"]["PLANNED"] == 1
+    assert response.body["runs"]["ENQUEUED"] == 1  # the manual run, sent
     assert response.body["queue_depth"] == 1
     assert set(response.body["trigger_lag_ms"]) == {"p50", "p95", "p99"}
 
@@ -456,12 +457,12 @@ def test_a_body_that_is_not_json_is_refused(api: ApiGateway, dynamodb: Any) -> N
     assert item_counts(dynamodb) == before
 
 
-def test_patching_the_schedule_cancels_planned_fires_it_no_longer_has(api: ApiGateway) -> None:
-    # Given a job every 60 s, whose next five fires are planned
+def test_patching_the_schedule_shows_only_the_new_schedules_fires(api: ApiGateway) -> None:
+    # Given a job every 60 s, whose fires of the next 15 minutes were sent, and a manual run
     job = create(api, schedule={"type": "rate", "every_seconds": 60})
     manual = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
     planned = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
-    assert len([run for run in planned if run["trigger"] == "schedule"]) == 5
+    assert len([run for run in planned if run["trigger"] == "schedule"]) == 15
     # When it becomes every 120 s from a start that keeps every other fire
     first_fire = min(run["scheduled_for"] for run in planned if run["trigger"] == "schedule")
     response = api.request(
@@ -471,22 +472,15 @@ def test_patching_the_schedule_cancels_planned_fires_it_no_longer_has(api: ApiGa
         body={"schedule": {"every_seconds": 120, "start_at": first_fire}},
     )
     assert response.status == 200, response.body
-    # Then the fires the new schedule has stay planned, the others are cancelled, the manual run goes on
-    runs = {
-        run["run_id"]: run
-        for run in api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
-    }
-    scheduled = sorted(
-        (run for run in runs.values() if run["trigger"] == "schedule"), key=lambda run: run["scheduled_for"]
+    # Then the fires in flight shown are the new schedule's; the old schedule's others, already sent, are
+    # cancelled by the worker when they arrive (schedule_changed). The manual run goes on.
+    runs = api.request("GET", f"/v1/jobs/{job['job_id']}/runs", token=ACME).body["items"]
+    scheduled = sorted(run["scheduled_for"] for run in runs if run["trigger"] == "schedule")
+    first = datetime.fromisoformat(first_fire)
+    assert scheduled and all(
+        (datetime.fromisoformat(at) - first).total_seconds() % 120 == 0 for at in scheduled
     )
-    assert [(run["status"], run["reason"]) for run in scheduled[:5]] == [
-        ("PLANNED", None),
-        ("CANCELLED", "schedule_changed"),
-        ("PLANNED", None),
-        ("CANCELLED", "schedule_changed"),
-        ("PLANNED", None),
-    ]
-    assert runs[manual["run_id"]]["status"] == "PLANNED"
+    assert {run["run_id"]: run["status"] for run in runs}[manual["run_id"]] == "ENQUEUED"
 
 
 def test_aws_targets_outside_the_allowed_patterns_are_refused(

@@ -379,7 +379,8 @@ CASES: list[Any] = [
             ("cursor-not-an-object", {"cursor": cursor_for({"a": 1})}, "invalid_cursor", "cursor"),
             (
                 "cursor-other-tenant",
-                {"cursor": cursor_for({"pk": "globex", "sk": "job#X"})},
+                # Well formed, naming another tenant's job (by_tenant index key and table key)
+                {"cursor": cursor_for({"tenant_id": "globex", "job_id": "X", "pk": "globex/X", "sk": "job"})},
                 "invalid_cursor",
                 "cursor",
             ),
@@ -396,9 +397,20 @@ CASES: list[Any] = [
             400,
             "invalid_cursor",
             "cursor",
-            query={"cursor": cursor_for({"pk": "globex#run#X"})},
+            query={"cursor": cursor_for({"pk": "globex/X", "sk": "1795338900000"})},
         ),
         id="runs-cursor-foreign",
+    ),
+    pytest.param(
+        Case(
+            "GET",
+            f"/v1/jobs/{JOB_ID}/runs",
+            400,
+            "invalid_cursor",
+            "cursor",
+            query={"cursor": "a.not-a-time"},
+        ),
+        id="runs-cursor-ahead-malformed",
     ),
     pytest.param(
         Case("GET", "/v1/jobs/not%20an%20id", 400, FIELD, "job_id"),

@@ -23,6 +23,7 @@ from tickwork_local.cli import build_parser, main, make_receiver
 from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
 
 from tests.conftest import TOKENS
+from tests.support.apigw import set_run_status
 
 ACME = TOKENS["acme"]
 
@@ -71,6 +72,8 @@ DEFAULT_JOB_FLAGS = (
 def api_url(tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     # A token or URL in the developer's shell must not leak into the tests.
     monkeypatch.delenv("TICKWORK_TOKEN", raising=False)
+    # The API runs in this process: its EMF metrics would print into the CLI's captured output.
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.delenv("TICKWORK_API_URL", raising=False)
     from functions.api.handler import make_handler
     from functions.authorizer.handler import lambda_handler as authorizer_handler
@@ -323,7 +326,8 @@ def test_job_runs_and_run_details(cli: Cli) -> None:
     assert table.code == 0, table.err
     header, *rows = table.out.splitlines()
     assert header.split() == ["RUN_ID", "SCHEDULED_FOR", "STATUS", "ATTEMPT", "LAG_MS"]
-    assert any(row.startswith(run["run_id"]) and "PLANNED" in row for row in rows)
+    # Triggered runs are sent at once: the history shows the fire waiting in the queue.
+    assert any(row.startswith(run["run_id"]) and "ENQUEUED" in row for row in rows)
 
     detail = cli("runs", "get", run["run_id"])
     assert detail.code == 0, detail.err
@@ -333,33 +337,27 @@ def test_job_runs_and_run_details(cli: Cli) -> None:
 
 
 def test_job_runs_follow_every_page_with_all(cli: Cli) -> None:
-    # Every 30 s over the API's 5-minute planning horizon: 10 runs are planned at once.
+    # Every 30 s over the 15-minute planning horizon: 30 fires are sent at once, and listed as ENQUEUED.
     job = cli.create("often", "--rate", "30s", "--url", "https://hooks.example.com/often")
     page = cli("--json", "jobs", "runs", job["job_id"], "--limit", "4").json()
     assert len(page["items"]) == 4
     everything = cli("--json", "jobs", "runs", job["job_id"], "--limit", "4", "--all").json()
     times = [run["scheduled_for"] for run in everything["items"]]
-    assert len(times) == len(set(times)) == 10
+    assert len(times) == len(set(times)) == 30
     assert times == sorted(times, reverse=True)
 
 
-def test_runs_retry_reopens_a_dead_run(cli: Cli, dynamodb: Any) -> None:
+def test_runs_retry_reopens_a_dead_run(cli: Cli) -> None:
     job = cli.create("retry-me")
     run = cli("--json", "jobs", "trigger", job["job_id"]).json()
-    # A run still planned can't be retried: the API says why.
+    # A run still waiting in the queue can't be retried: the API says why.
     refused = cli("runs", "retry", run["run_id"])
     assert refused.code == 1
     assert "error: invalid_state:" in refused.err
-    dynamodb.update_item(
-        TableName=tables.RUNS.default_name,
-        Key={"pk": {"S": tables.run_key("acme", run["run_id"])}},
-        UpdateExpression="SET #s = :s",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":s": {"S": "DEAD"}},
-    )
+    set_run_status("acme", run["run_id"], "DEAD")
     retried = cli("runs", "retry", run["run_id"])
     assert retried.code == 0, retried.err
-    assert f"retrying run {run['run_id']}: PLANNED" in retried.out
+    assert f"retrying run {run['run_id']}: ENQUEUED" in retried.out
 
 
 # --- preview, stats -----------------------------------------------------------------------------------------
@@ -399,7 +397,7 @@ def test_stats(cli: Cli) -> None:
     assert document.json()["jobs"]["PAUSED"] == 1
     table = cli("stats")
     assert "ACTIVE 1, PAUSED 1" in table.out
-    assert "PLANNED 1" in table.out
+    assert "ENQUEUED 1" in table.out
     assert "queue depth" in table.out
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 import pytest
 from tickwork import tables
-from tickwork.domain.models import JobSpec, RunMessage, RunStatus
+from tickwork.adapters.jobs import job_to_item
+from tickwork.domain.models import Job, JobSpec, RunMessage, RunStatus, scheduled_run_id
 from tickwork.runtime import runtime
 
 from tests.conftest import seed_tenant
@@ -31,37 +33,53 @@ def deployed(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     runtime.cache_clear()
 
 
+def job_due_now(name: str, url: str) -> Job:
+    """A one-time job due a moment ago, as the API would store it."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    spec = JobSpec.model_validate(
+        {
+            "name": name,
+            "schedule": {"type": "once", "at": now.isoformat()},
+            "target": {"type": "http", "url": url},
+        }
+    )
+    return Job(
+        **spec.model_dump(),
+        job_id=f"01HANDLER{uuid.uuid4().hex[:17].upper()}",
+        tenant_id="acme",
+        created_at=now,
+        updated_at=now,
+        next_fire_at=now,
+    )
+
+
 def test_planner_and_worker_handlers_run_a_due_job(deployed: Any, receiver: Receiver) -> None:
     from functions.planner.handler import lambda_handler as planner
     from functions.worker.handler import lambda_handler as worker
 
-    # Given a job that was due a moment ago, created without planning (as if the API were down)
-    spec = JobSpec.model_validate(
-        {
-            "name": "handlers",
-            "schedule": {"type": "once", "at": datetime.now(UTC).isoformat()},
-            "target": {"type": "http", "url": receiver.url("/h")},
-        }
-    )
+    # Given a job that was due a moment ago, stored without planning (as if the API had not sent it)
     current = runtime()
-    details = current.service.create_job("acme", spec, datetime.now(UTC))
-    (run,) = current.runs.list_for_job("acme", details.job.job_id, limit=10, cursor=None).items
+    job = job_due_now("handlers", receiver.url("/h"))
+    current.jobs.create(job, max_jobs=10)
     # When the planner ticks with the scheduled event, and the worker gets the run-queue event
     report = planner(load_event("planner_tick.json"), LambdaContext(function_name="tickwork-planner"))
     assert report["shards"] == list(range(current.settings.due_shards))
+    assert report["planned_runs"] == 1
     event = load_event("sqs_run_message.json")
-    messages = deployed.receive_message(QueueUrl=current.queue.queue_url, MaxNumberOfMessages=10)["Messages"]
+    messages = deployed.receive_message(QueueUrl=current.queue_url, MaxNumberOfMessages=10)["Messages"]
     event["Records"][0]["body"] = messages[0]["Body"]
     event["Records"][0]["receiptHandle"] = messages[0]["ReceiptHandle"]
     response = worker(event, LambdaContext(function_name="tickwork-worker"))
     # Then the run succeeded and nothing is reported failed
+    run_id = scheduled_run_id(job.job_id, job.next_fire_at)  # type: ignore[arg-type]
     assert response == {"batchItemFailures": []}
-    assert json.loads(messages[0]["Body"]) == {"tenant_id": "acme", "run_id": run.run_id}
-    assert current.runs.get("acme", run.run_id).status is RunStatus.SUCCEEDED
+    assert json.loads(messages[0]["Body"])["run_id"] == run_id
+    assert current.runs.get("acme", run_id).status is RunStatus.SUCCEEDED
     assert len(receiver.for_path("/h")) == 1
+    assert current.jobs.get("acme", job.job_id).status.value == "COMPLETED"
 
 
-def test_worker_handler_reports_a_held_back_message_as_failed(deployed: Any, receiver: Receiver) -> None:
+def test_an_early_message_goes_back_delayed_and_is_no_failure(deployed: Any, receiver: Receiver) -> None:
     from functions.worker.handler import lambda_handler as worker
 
     current = runtime()
@@ -73,45 +91,42 @@ def test_worker_handler_reports_a_held_back_message_as_failed(deployed: Any, rec
         }
     )
     details = current.service.create_job("acme", spec, datetime.now(UTC))
-    from tickwork.planning import new_run
-
-    run = new_run(details.job, details.job.schedule.at, datetime.now(UTC), RunStatus.PLANNED)  # type: ignore[union-attr]
-    current.runs.put_if_absent(run)
+    run_id = scheduled_run_id(details.job.job_id, datetime(2099, 1, 1, tzinfo=UTC))
     current.sqs.send_message(
-        QueueUrl=current.queue.queue_url, MessageBody=json.dumps({"tenant_id": "acme", "run_id": run.run_id})
+        QueueUrl=current.queue_url, MessageBody=json.dumps({"tenant_id": "acme", "run_id": run_id})
     )
-    message = current.sqs.receive_message(QueueUrl=current.queue.queue_url)["Messages"][0]
+    message = current.sqs.receive_message(QueueUrl=current.queue_url)["Messages"][0]
     event = load_event("sqs_run_message.json")
     event["Records"][0].update(
         body=message["Body"], receiptHandle=message["ReceiptHandle"], messageId=message["MessageId"]
     )
     response = worker(event, LambdaContext(function_name="tickwork-worker"))
-    assert response == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+    # Waiting never counts as a failed receive: the message was sent again, held back 15 minutes
+    assert response == {"batchItemFailures": []}
+    attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue_url, AttributeNames=["All"])[
+        "Attributes"
+    ]
+    assert attributes["ApproximateNumberOfMessagesDelayed"] == "1"
     assert receiver.for_path("/l") == []
 
 
 def test_worker_invocations_on_threads_each_report_their_own_batch(deployed: Any, receiver: Receiver) -> None:
     """The handler keeps nothing of a batch between invocations: two at once (the local stack's pollers, or
     tests) each answer for their own records."""
-    from tickwork.planning import new_run
-
     from functions.worker.handler import lambda_handler as worker
 
     current = runtime()
-    spec = JobSpec.model_validate(
-        {
-            "name": "much-later",
-            "schedule": {"type": "once", "at": "2099-01-01T00:00:00Z"},
-            "target": {"type": "http", "url": receiver.url("/never")},
-        }
+    # Given a job whose stored item cannot be read (so each of its messages fails), and malformed messages
+    # (each dropped, none a failure), in batches invoked side by side
+    broken = job_due_now("broken", receiver.url("/never"))
+    item = job_to_item(broken, due_shards=current.settings.due_shards)
+    item["spec"] = {"S": "{}"}
+    current.dynamodb.put_item(TableName=current.settings.jobs_table, Item=item)
+    assert broken.next_fire_at is not None
+    failing = json.dumps(
+        {"tenant_id": "acme", "run_id": scheduled_run_id(broken.job_id, broken.next_fire_at)}
     )
-    details = current.service.create_job("acme", spec, datetime.now(UTC))
-    run = new_run(details.job, details.job.schedule.at, datetime.now(UTC), RunStatus.PLANNED)  # type: ignore[union-attr]
-    current.runs.put_if_absent(run)
-    # Given batches that must all come back later (every record a failure) and batches of malformed
-    # messages (every record dropped, none a failure), invoked side by side
     template = load_event("sqs_run_message.json")["Records"][0]
-    later = json.dumps({"tenant_id": "acme", "run_id": run.run_id})
 
     def batch(kind: str, index: int) -> dict[str, Any]:
         return {
@@ -120,13 +135,13 @@ def test_worker_invocations_on_threads_each_report_their_own_batch(deployed: Any
                     **template,
                     "messageId": f"{kind}-{index}-{n}",
                     "receiptHandle": f"handle-{kind}-{index}-{n}",
-                    "body": later if kind == "later" else "not a run message",
+                    "body": failing if kind == "failing" else "not a run message",
                 }
                 for n in range(4)
             ]
         }
 
-    invocations = [(kind, index) for index in range(4) for kind in ("later", "malformed")]
+    invocations = [(kind, index) for index in range(4) for kind in ("failing", "malformed")]
     answers: dict[tuple[str, int], Any] = {}
     barrier = threading.Barrier(len(invocations))
 
@@ -143,7 +158,7 @@ def test_worker_invocations_on_threads_each_report_their_own_batch(deployed: Any
     # Then each invocation reports exactly its own failures
     for kind, index in invocations:
         failed = {failure["itemIdentifier"] for failure in answers[(kind, index)]["batchItemFailures"]}
-        expected = {f"{kind}-{index}-{n}" for n in range(4)} if kind == "later" else set()
+        expected = {f"{kind}-{index}-{n}" for n in range(4)} if kind == "failing" else set()
         assert failed == expected, (kind, index)
     assert receiver.for_path("/never") == []
 
@@ -167,8 +182,8 @@ def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, re
     before = stack.status_line()
     assert "jobs active 1" in before
     assert "queue depth 1" in before
-    message = current.sqs.receive_message(QueueUrl=current.queue.queue_url)["Messages"][0]
-    current.executor().handle(RunMessage.model_validate_json(message["Body"]))
+    message = current.sqs.receive_message(QueueUrl=current.queue_url)["Messages"][0]
+    current.worker().handle(RunMessage.model_validate_json(message["Body"]))
     after = stack.status_line()
     assert "started 1, succeeded 1, failed 0" in after
     assert "lag p50 None" not in after

@@ -19,7 +19,9 @@ BODY = {
 
 def job_items(dynamodb: Any) -> list[dict[str, Any]]:
     return [
-        item for item in scan_all(dynamodb, tables.JOBS.default_name) if item["sk"]["S"].startswith("job#")
+        item
+        for item in scan_all(dynamodb, tables.JOBS.default_name)
+        if item[tables.JOBS_SK]["S"] == tables.JOB_SK
     ]
 
 

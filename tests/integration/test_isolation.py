@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts
-from tests.support.apigw import ApiGateway
+from tests.support.apigw import ApiGateway, set_run_status
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 
@@ -28,13 +27,7 @@ def acme_job_and_run(api: ApiGateway, dynamodb: Any) -> tuple[dict[str, Any], di
     ).body
     run = api.request("POST", f"/v1/jobs/{job['job_id']}/trigger", token=ACME).body
     # A DEAD run, so that even the retry route would act if isolation failed.
-    dynamodb.update_item(
-        TableName=tables.RUNS.default_name,
-        Key={"pk": {"S": tables.run_key("acme", run["run_id"])}},
-        UpdateExpression="SET #s = :s",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":s": {"S": "DEAD"}},
-    )
+    set_run_status("acme", run["run_id"], "DEAD")
     return job, run
 
 

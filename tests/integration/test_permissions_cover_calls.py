@@ -20,6 +20,7 @@ from tickwork.runtime import runtime
 from tests.infra.conftest import Synthesized, default_stack  # noqa: F401 - fixture
 from tests.integration.conftest import START, Engine, engine, receiver  # noqa: F401 - fixtures
 from tests.support.apigw import ApiGateway
+from tests.support.engine import WorkerDied
 
 # Calls the event source mapping makes for the worker, not the worker's code.
 MAPPING_CALLS = frozenset({"ReceiveMessage", "DeleteMessage", "DeleteMessageBatch"})
@@ -175,18 +176,24 @@ def exercise_every_function(engine: Engine, recorder: CallRecorder, monkeypatch:
     engine.receiver.script["/flaky"] = [500, 200]
     with recorder.acting_as("planner_function"):
         engine.tick()
-    # A worker that took a lease and died: the message comes back until the sweeper requeues the run.
+
+    # A worker that took the job's lane and died: the message comes back, and after the lease the run is
+    # taken over.
+    def die(job: Any, run: Any, tenant: Any) -> Any:
+        if run.job_id == crashed.job_id:
+            raise WorkerDied
+        return engine.runtime.execute(job, run, tenant)
+
     (lost,) = engine.runs_of("acme", crashed.job_id)
-    with recorder.acting_as("worker_function"):
-        engine.runtime.leases.take(
-            lost, owner="gone", now=engine.clock(), lease_for=timedelta(seconds=5), max_in_flight=100
-        )
+    dying = engine.runtime.worker(clock=engine.clock, sleep=engine.clock.sleep, execute=die)
+    with recorder.acting_as("worker_function"), contextlib.suppress(WorkerDied):
+        engine.drain(worker=dying)
     for _ in range(3):
-        with recorder.acting_as("worker_function"):
-            engine.drain()
         engine.clock.advance(seconds=30)
         with recorder.acting_as("planner_function"):
             engine.tick()
+        with recorder.acting_as("worker_function"):
+            engine.drain()
     with recorder.acting_as("worker_function"):
         engine.drain()
     assert engine.run("acme", lost.run_id).status.value == "SUCCEEDED"
@@ -214,8 +221,11 @@ def test_each_role_allows_every_call_its_function_makes(
     for role, calls in recorder.calls.items():
         missing = calls - granted(default_stack, role)
         assert not missing, f"{role} makes calls its role does not allow: {sorted(missing)}"
-    # The recording is not trivially small: the worker reads, writes, re-sends and dead-letters.
+    # The recording is not trivially small: the worker reads, claims lanes, writes runs, re-sends and
+    # dead-letters.
     worker = recorder.calls["worker_function"]
     assert ("sqs:SendMessage", tables.DEAD_RUN_QUEUE.logical_name) in worker
-    assert ("dynamodb:UpdateItem", tables.RUNS.logical_name) in worker
+    assert ("sqs:SendMessage", tables.RUN_QUEUE.logical_name) in worker
+    assert ("dynamodb:UpdateItem", tables.JOBS.logical_name) in worker
+    assert ("dynamodb:PutItem", tables.RUNS.logical_name) in worker
     assert ("dynamodb:Query", tables.RUNS.logical_name) in recorder.calls["planner_function"]

@@ -1,7 +1,9 @@
-"""The AWS request and write-unit budget of a run, counted through the real path under moto.
+"""What one run costs in AWS requests and capacity units, counted through the real path under moto, and the
+proof that it does not grow: the same for a job with 10 or 5,000 runs of history, and for a tenant with 10
+or 5,000 jobs.
 
-The counts come from botocore event hooks (``bench._cost_meter``), the same meter ``python -m bench.cost``
-uses; a change that adds a call or a write to the hot path fails here.
+The counts come from botocore event hooks (``bench._cost_meter``), the meter ``python -m bench.cost`` uses,
+which charges every item a query evaluates and every index entry a write touches.
 """
 
 from __future__ import annotations
@@ -12,36 +14,18 @@ from typing import Any
 import boto3
 import pytest
 from tickwork import tables
-from tickwork.adapters.dynamo import to_item
-from tickwork.adapters.runs import SLOT
-from tickwork.domain.models import RunStatus
-from tickwork.runtime import build_runtime
+from tickwork.adapters.jobs import job_to_item
+from tickwork.domain.models import Attempt, Job, JobSpec, Run, RunStatus, scheduled_run_id
 
 from bench._cost_meter import Meter, Tally
-from tests.conftest import seed_tenant
 from tests.integration.conftest import START, Engine
 
-# As deployed: the worker's event source mapping runs at most this many invocations at once.
-MAX_CONCURRENCY = 50
-# One successful scheduled run, its planner tick (2 due shards, 2 attention shards) included.
-WRU_BUDGET = 6
-REQUESTS_BUDGET = {
-    # planner tick: due-index queries, one batched job read, the run put, one send, the cursor
-    "dynamodb.Query": 2 + 2 + 1,  # + the worker's overlap check
-    "dynamodb.BatchGetItem": 1,
-    "dynamodb.PutItem": 1 + 1,  # the run, and the attempt's idempotency record
-    "sqs.SendMessageBatch": 1,
-    # worker: run, job and tenant reads; lease, idempotency record completed, finish; cursor (planner)
-    "dynamodb.GetItem": 3,
-    "dynamodb.UpdateItem": 1 + 1 + 1 + 1,
-    "sqs.ReceiveMessage": 2,  # the batch, and the poll that finds the queue empty
-    "sqs.DeleteMessage": 1,
-}
-
-
-def deployed(engine: Engine) -> None:
-    settings = engine.runtime.settings.model_copy(update={"worker_max_concurrency": MAX_CONCURRENCY})
-    engine.runtime = build_runtime(settings, dynamodb=engine.dynamodb, sqs=engine.sqs, metrics=engine.metrics)
+# The worker's part of one successful run of a job whose runs may not overlap (the default): one query of
+# the job with its lane, one of the run items it needs (this run's and the last holder's, neighbours in the
+# job's history), the lane claim (the lease), and the run item's one write.
+WORKER_REQUESTS = {"dynamodb.Query": 2, "dynamodb.UpdateItem": 1, "dynamodb.PutItem": 1}
+WORKER_WRU = 2
+WORKER_RRU = 2  # both reads strongly consistent, each under 4 KB
 
 
 def metered(engine: Engine) -> Meter:
@@ -51,118 +35,164 @@ def metered(engine: Engine) -> Meter:
     return meter
 
 
-def in_flight(engine: Engine, tenant_id: str) -> int:
-    item = engine.dynamodb.get_item(
-        TableName=tables.TENANTS.default_name,
-        Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
-        ConsistentRead=True,
-    )["Item"]
-    return int(item.get("in_flight", {"N": "0"})["N"])
-
-
 def every_minute(engine: Engine, tenant: str = "acme") -> str:
-    start = (START + timedelta(minutes=1)).isoformat()
     job = engine.create(
         tenant,
-        schedule={"type": "rate", "every_seconds": 60, "start_at": start},
+        schedule={"type": "rate", "every_seconds": 60, "start_at": START.isoformat()},
         target=engine.http(f"/budget-{tenant}"),
     ).job
     return job.job_id
 
 
-def test_one_scheduled_run_stays_within_its_request_and_write_budget(engine: Engine) -> None:
-    deployed(engine)
-    job_id = every_minute(engine)
-    engine.clock.advance(minutes=1)
-    engine.tick()
-    engine.drain()  # the first fire warms the path up; the second is measured
-    meter = metered(engine)
-    engine.clock.advance(minutes=1)
-    engine.tick()
-    engine.drain()
-    tally: Tally = meter.tally.snapshot()
-    runs = engine.runs_of("acme", job_id)
-    assert [run.status for run in runs] == [RunStatus.SUCCEEDED] * 2
-    assert dict(tally.requests) == REQUESTS_BUDGET
-    assert tally.total("wru") <= WRU_BUDGET
-    assert "dynamodb.TransactWriteItems" not in tally.requests
-    # the hot path's items stay under 1 KB, so each write is one unit
-    assert max(tally.item_bytes.values()) < 1024
+def seed_history(engine: Engine, job_id: str, runs: int) -> None:
+    """``runs`` past SUCCEEDED runs of the job, as the worker leaves them, written straight to the table."""
+    store = engine.runtime.runs
+    peek = boto3.client("dynamodb", region_name="eu-west-1")
+    items: list[Any] = []
+    for index in range(runs):
+        fire = START - timedelta(minutes=index + 1)
+        attempt = Attempt(
+            attempt=1, started_at=fire, finished_at=fire, duration_ms=3, outcome="succeeded", worker_id="w"
+        )
+        run = Run(
+            run_id=scheduled_run_id(job_id, fire),
+            job_id=job_id,
+            tenant_id="acme",
+            scheduled_for=fire,
+            status=RunStatus.SUCCEEDED,
+            attempt=1,
+            created_at=fire,
+            started_at=fire,
+            finished_at=fire,
+            lag_ms=2,
+            attempts=[attempt],
+            fencing_token=index + 1,
+        )
+        items.append({"PutRequest": {"Item": store.run_to_item(run)}})
+    for start in range(0, len(items), 25):
+        peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
 
 
-def test_the_planner_sends_runs_of_different_jobs_ten_to_a_request(engine: Engine) -> None:
-    deployed(engine)
-    for _ in range(12):
-        every_minute(engine)
-    meter = metered(engine)
-    engine.clock.advance(minutes=1)
-    report = engine.tick()
-    assert report.planned_runs == 12
-    assert tally_requests(meter, "sqs.SendMessageBatch") == 2
-    assert tally_requests(meter, "dynamodb.BatchGetItem") == 1
-    assert tally_requests(meter, "dynamodb.UpdateItem") == 12  # the cursors; no second write per run
-    assert engine.drain() == 12
-    assert len([r for r in engine.receiver.requests if r.path.startswith("/budget-")]) == 12
-
-
-def tally_requests(meter: Meter, operation: str) -> int:
-    return int(meter.tally.requests.get(operation, 0))
-
-
-def test_a_tenant_whose_limit_the_workers_cannot_reach_skips_the_in_flight_counter(engine: Engine) -> None:
-    deployed(engine)
-    job_id = every_minute(engine)  # acme's limit is 100, above the 50 workers
-    engine.clock.advance(minutes=1)
-    engine.tick()
-    (run,) = engine.runs_of("acme", job_id)
-    seen: list[int] = []
-    original = engine.runtime.execute
-
-    def watching(job: Any, leased: Any, tenant: Any) -> Any:
-        seen.append(in_flight(engine, "acme"))
-        return original(job, leased, tenant)
-
-    executor = engine.executor()
-    executor.execute = watching
-    engine.drain(executor=executor)
-    assert seen == [0]
-    assert in_flight(engine, "acme") == 0
-    assert engine.run("acme", run.run_id).status is RunStatus.SUCCEEDED
-
-
-@pytest.mark.parametrize(("max_in_flight", "counted"), [(100, False), (10, True)])
-def test_an_expired_lease_gives_back_exactly_the_slot_it_took(
-    engine: Engine, dynamodb: Any, max_in_flight: int, counted: bool
-) -> None:
-    deployed(engine)
-    seed_tenant(dynamodb, "bounded", "tw_bounded", max_in_flight=max_in_flight)
-    job_id = every_minute(engine, "bounded")
-    engine.clock.advance(minutes=1)
-    engine.tick()
-    (run,) = engine.runs_of("bounded", job_id)
-    # Given a worker that took the lease the way the executor does, then died
-    engine.runtime.leases.take(
-        run,
-        owner="dead-worker",
-        now=engine.clock(),
-        lease_for=timedelta(seconds=35),
-        max_in_flight=max_in_flight,
-        count_slot=max_in_flight < MAX_CONCURRENCY,
+def seed_jobs(engine: Engine, count: int) -> None:
+    """``count`` other jobs of the tenant, far from due, written straight to the table."""
+    peek = boto3.client("dynamodb", region_name="eu-west-1")
+    spec = JobSpec.model_validate(
+        {
+            "name": "x",
+            "schedule": {"type": "cron", "expression": "0 0 1 1 *"},
+            "target": engine.http("/other"),
+        }
     )
-    item = engine.dynamodb.get_item(
-        TableName=tables.RUNS.default_name,
-        Key=to_item({tables.RUNS_PK: tables.run_key("bounded", run.run_id)}),
-    )["Item"]
-    assert item[SLOT] == {"BOOL": counted}
-    assert in_flight(engine, "bounded") == (1 if counted else 0)
-    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
-    # When the lease expires, the sweeper requeues it and a second attempt succeeds
-    engine.clock.advance(seconds=36)
+    items: list[Any] = []
+    for index in range(count):
+        job = Job(
+            **spec.model_dump(exclude={"name"}),
+            name=f"other-{index}",
+            job_id=f"01OTHER{index:019d}",
+            tenant_id="acme",
+            created_at=START,
+            updated_at=START,
+            next_fire_at=START + timedelta(days=300),
+        )
+        items.append(
+            {"PutRequest": {"Item": job_to_item(job, due_shards=engine.runtime.settings.due_shards)}}
+        )
+    for start in range(0, len(items), 25):
+        peek.batch_write_item(RequestItems={tables.JOBS.default_name: items[start : start + 25]})
+
+
+def one_run(engine: Engine, job_id: str) -> tuple[Tally, Tally]:
+    """(the planner's tally, the worker's tally) of the job's next fire, at steady state."""
+    meter = metered(engine)
+    engine.clock.advance(minutes=1)
+    engine.tick()
+    planner = meter.tally.snapshot()
+    assert engine.drain() == 1
+    worker = meter.tally.minus(planner)
+    for name in ("sqs.ReceiveMessage", "sqs.DeleteMessage"):  # the event source mapping's, not the run's
+        worker.requests.pop(name, None)
+    return planner, worker
+
+
+def steady(engine: Engine, job_id: str) -> None:
+    """Run the job's first fires, so the lane holds the last run and the measured one is like any other."""
+    for _ in range(2):
+        engine.clock.advance(minutes=1)
+        engine.tick()
+        engine.drain()
+
+
+def test_a_successful_run_makes_two_reads_and_two_writes(engine: Engine) -> None:
+    job_id = every_minute(engine)
+    steady(engine, job_id)
+    _, worker = one_run(engine, job_id)
+    assert dict(worker.requests) == WORKER_REQUESTS
+    assert (worker.total("wru"), worker.total("rru"), worker.total("index_wru")) == (
+        WORKER_WRU,
+        WORKER_RRU,
+        0,
+    )
+    assert "dynamodb.TransactWriteItems" not in worker.requests
+    # each write is of an item under 1 KB: one unit
+    assert max(worker.item_bytes[t] for t in (tables.RUNS.default_name,)) < 1024
+    assert engine.runs_of("acme", job_id)[0].status is RunStatus.SUCCEEDED
+
+
+@pytest.mark.parametrize("history", [10, 5000])
+def test_per_run_work_does_not_grow_with_the_jobs_history(engine: Engine, history: int) -> None:
+    job_id = every_minute(engine)
+    seed_history(engine, job_id, history)
+    steady(engine, job_id)
+    planner, worker = one_run(engine, job_id)
+    assert dict(worker.requests) == WORKER_REQUESTS
+    assert (worker.total("wru"), worker.total("rru"), worker.total("index_wru")) == (
+        WORKER_WRU,
+        WORKER_RRU,
+        0,
+    )
+    SEEN[("history", history)] = (_figures(planner), _figures(worker))
+    if ("history", 10) in SEEN and ("history", 5000) in SEEN:
+        assert SEEN[("history", 10)] == SEEN[("history", 5000)]
+
+
+@pytest.mark.parametrize("jobs", [10, 5000])
+def test_per_run_work_does_not_grow_with_the_tenants_jobs(engine: Engine, jobs: int) -> None:
+    seed_jobs(engine, jobs)
+    job_id = every_minute(engine)
+    steady(engine, job_id)
+    planner, worker = one_run(engine, job_id)
+    assert dict(worker.requests) == WORKER_REQUESTS
+    SEEN[("jobs", jobs)] = (_figures(planner), _figures(worker))
+    if ("jobs", 10) in SEEN and ("jobs", 5000) in SEEN:
+        assert SEEN[("jobs", 10)] == SEEN[("jobs", 5000)]
+
+
+# Figures of the parametrized cases above, compared once both have run (same test session).
+SEEN: dict[tuple[str, int], Any] = {}
+
+
+def _figures(tally: Tally) -> tuple[Any, ...]:
+    return (
+        tuple(sorted(tally.requests.items())),
+        round(tally.total("wru"), 3),
+        round(tally.total("rru"), 3),
+        round(tally.total("index_wru"), 3),
+    )
+
+
+def test_the_planner_sends_fires_of_different_jobs_ten_to_a_request(engine: Engine) -> None:
+    jobs = [every_minute(engine) for _ in range(12)]
+    engine.drain()  # the API sent each job's fires of the first minute (0:00, 1:00)
+    engine.clock.advance(minutes=1)
+    assert engine.drain() == 12
+    meter = metered(engine)
+    engine.clock.advance(seconds=55)  # 2:00 is due within the lookahead
     report = engine.tick()
-    engine.drain()
-    assert report.sweep.requeued == [run.run_id]
-    final = engine.run("bounded", run.run_id)
-    assert final.status is RunStatus.SUCCEEDED
-    assert [attempt.outcome for attempt in final.attempts] == ["abandoned", "succeeded"]
-    # Then the counter is back where it started: never below zero, never a slot leaked
-    assert in_flight(engine, "bounded") == 0
+    assert report.planned_runs == 12  # each job's next fire, within the minute's horizon
+    assert meter.tally.requests.get("sqs.SendMessageBatch") == 2
+    assert meter.tally.requests.get("dynamodb.BatchGetItem") == 1
+    assert meter.tally.requests.get("dynamodb.UpdateItem") == 12  # the cursors; no write per fire
+    assert "dynamodb.PutItem" not in meter.tally.requests
+    engine.clock.advance(seconds=5)
+    assert engine.drain() == 12
+    assert len(jobs) == 12

@@ -23,12 +23,16 @@ class Died(BaseException):
     pass
 
 
+def item_key(key: str) -> dict[str, Any]:
+    return {tables.RUNS_PK: {"S": key}, tables.RUNS_SK: {"S": "0"}}
+
+
 def put(client: Any, key: str) -> None:
-    client.put_item(TableName=TABLE, Item={tables.RUNS_PK: {"S": key}})
+    client.put_item(TableName=TABLE, Item=item_key(key))
 
 
 def stored(client: Any, key: str) -> bool:
-    return "Item" in client.get_item(TableName=TABLE, Key={tables.RUNS_PK: {"S": key}})
+    return "Item" in client.get_item(TableName=TABLE, Key=item_key(key))
 
 
 def test_stratified_picks_exactly_one_call_per_block_and_repeats_with_its_seed() -> None:
@@ -67,9 +71,7 @@ def test_each_kind_raises_its_error_and_applies_the_write_or_not(
         assert raised.value.response["Error"]["Code"] == "InternalServerError"
     # Reads are never faulted, and the lock is free for another thread
     assert stored(dynamodb, "run-1") is applied
-    other = threading.Thread(
-        target=lambda: dynamodb.get_item(TableName=TABLE, Key={tables.RUNS_PK: {"S": "x"}})
-    )
+    other = threading.Thread(target=lambda: dynamodb.get_item(TableName=TABLE, Key=item_key("x")))
     other.start()
     other.join(timeout=10)
     assert not other.is_alive()

@@ -18,10 +18,11 @@ import pytest
 from botocore.exceptions import BotoCoreError
 from tickwork.domain.models import RunStatus
 
-from bench._faults import FaultInjector, FaultRule
+from bench._faults import SQS_SENDS, FaultInjector, FaultRule
 from bench.faults import SCENARIOS, Outcome, run_scenario
 from tests.integration.conftest import START
 from tests.reliability.conftest import Engine
+from tests.support.engine import receive
 
 FIRES = 30
 SEED = 11
@@ -95,10 +96,10 @@ def test_a_worker_clock_two_seconds_fast_does_not_fire_early(engine: Engine) -> 
     engine.tick()
     (run,) = engine.runs_of("acme", job.job_id)
     # When a worker whose clock is 2 s fast takes the message
-    executor = engine.runtime.executor(
+    worker = engine.runtime.worker(
         clock=lambda: engine.clock() + timedelta(seconds=2), sleep=engine.clock.sleep
     )
-    executor.handle(engine.message_for(run))
+    worker.handle(engine.message_for(run))
     # Then the target was called, and (true, fake) time had reached the fire when it was
     assert len(engine.receiver.for_path("/skew")) == 1
     assert engine.clock() >= fire_at
@@ -116,14 +117,14 @@ def test_a_dead_letter_whose_send_failed_is_sent_when_the_message_comes_back(eng
     faults = FaultInjector([FaultRule("sqs", frozenset({"SendMessage"}), 1.0, ("connection",))])
     faults.install(engine.sqs)
     with pytest.raises(BotoCoreError):
-        engine.executor().handle(engine.message_for(run))
+        engine.worker().handle(engine.message_for(run))
     faults.uninstall(engine.sqs)
     assert engine.run("acme", run.run_id).status is RunStatus.DEAD
     assert faults.counts == {"connection": 1}
     assert engine.dead_letters() == []
     # When the message comes back (it was not deleted) and again after that
-    engine.executor().handle(engine.message_for(run))
-    engine.executor().handle(engine.message_for(run))
+    engine.worker().handle(engine.message_for(run))
+    engine.worker().handle(engine.message_for(run))
     # Then the dead letter was sent once, and the target was not called again
     (letter,) = engine.dead_letters()
     assert letter["run_id"] == run.run_id
@@ -136,87 +137,125 @@ class Died(BaseException):
     """The planner process dying mid-tick."""
 
 
-def test_one_jobs_failed_write_does_not_stop_the_others_or_the_sweep(engine: Engine) -> None:
-    # Given two jobs due in the same tick, a run left PLANNED by an earlier lost send, and every write
-    # of the first job's run throttled
+def lost_trigger(engine: Engine, job_id: str) -> str:
+    """A manual run whose message never went out (every send failing): stored PLANNED, for the sweeper."""
+    faults = FaultInjector([FaultRule("sqs", SQS_SENDS, 1.0, ("throttle",))])
+    faults.install(engine.sqs)
+    run = engine.runtime.service.trigger_job("acme", job_id, idempotency_key=None, now=engine.clock())
+    faults.uninstall(engine.sqs)
+    assert faults.counts == {"throttle": 1}
+    assert run.status is RunStatus.PLANNED
+    return run.run_id
+
+
+def test_one_jobs_failed_cursor_write_does_not_stop_the_others_or_the_sweep(engine: Engine) -> None:
+    # Given two jobs due in the same tick, a manual run whose send was lost, and every write of the first
+    # job's cursor throttled
     fire_at = START + timedelta(minutes=10)
     first, second = (
         engine.create(schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http(path)).job
         for path in ("/first", "/second")
     )
-    stale = engine.create(schedule={"type": "once", "at": START.isoformat()}, target=engine.http("/old")).job
+    manual = engine.create(schedule={"type": "rate", "every_seconds": 86_400}, target=engine.http("/old")).job
     engine.sqs.purge_queue(QueueUrl=engine.queue_url)
-    (stale_run,) = engine.runs_of("acme", stale.job_id)
-    engine.runtime.leases.unsent(stale_run, engine.clock())  # back to PLANNED, for the sweeper
+    lost = lost_trigger(engine, manual.job_id)
 
     def throttle_first(params: dict[str, Any], **_: Any) -> None:
-        if first.job_id in str(params.get("Item", {})):
+        if first.job_id in str(params.get("Key", {})):
             raise engine.dynamodb.exceptions.ProvisionedThroughputExceededException(
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}},
-                "PutItem",
+                "UpdateItem",
             )
 
-    engine.dynamodb.meta.events.register_first("before-parameter-build.dynamodb.PutItem", throttle_first)
+    engine.dynamodb.meta.events.register_first("before-parameter-build.dynamodb.UpdateItem", throttle_first)
     engine.clock.advance(minutes=10)
     # When the planner ticks
     report = engine.tick()
-    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem", throttle_first)
-    # Then the second job was planned and its cursor moved, the sweep ran, and the first job is still due
-    assert report.planned_runs == 1
-    assert [run.run_id for run in engine.runs_of("acme", second.job_id)] != []
+    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", throttle_first)
+    # Then both fires were sent, the second job's cursor moved, the sweep resent the lost run, and the first
+    # job is still due
+    assert report.planned_runs == 2
     assert engine.runtime.jobs.get("acme", second.job_id).next_fire_at is None
-    assert report.sweep.resent == [stale_run.run_id]
-    assert engine.runs_of("acme", first.job_id) == []
     assert engine.runtime.jobs.get("acme", first.job_id).next_fire_at == fire_at
-    # And the next tick plans it
+    assert report.swept == 1
+    assert engine.run("acme", lost).status is RunStatus.ENQUEUED
+    # And the next tick sends the first job's fire again: the duplicate is absorbed, each target called once
     assert engine.tick().planned_runs == 1
+    assert engine.runtime.jobs.get("acme", first.job_id).next_fire_at is None
     engine.drain()
-    assert {call.path for call in engine.receiver.requests} == {"/first", "/second", "/old"}
+    assert sorted(call.path for call in engine.receiver.requests) == ["/first", "/old", "/second"]
+    assert engine.metrics.counts["DuplicateDeliveriesAbsorbed"] == 1
 
 
-def test_a_planner_that_dies_mid_tick_keeps_the_cursors_of_the_runs_it_sent(engine: Engine) -> None:
-    # Given twelve one-time jobs due in the same tick, and a planner that dies on the twelfth run's put
+def test_a_planner_that_dies_mid_tick_keeps_the_cursors_it_moved_and_sends_the_rest_again(
+    engine: Engine,
+) -> None:
+    # Given twelve one-time jobs due in the same tick, and a planner that dies on the eleventh cursor write
     fire_at = START + timedelta(minutes=10)
     jobs = [
         engine.create(schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http("/batch")).job
         for _ in range(12)
     ]
-    puts = {"count": 0}
+    writes = {"count": 0}
 
-    def die_on_the_twelfth(**_: Any) -> None:
-        puts["count"] += 1
-        if puts["count"] == 12:
+    def die_on_the_eleventh(**_: Any) -> None:
+        writes["count"] += 1
+        if writes["count"] == 11:
             raise Died
 
-    engine.dynamodb.meta.events.register_first("before-parameter-build.dynamodb.PutItem", die_on_the_twelfth)
+    engine.dynamodb.meta.events.register_first(
+        "before-parameter-build.dynamodb.UpdateItem", die_on_the_eleventh
+    )
     engine.clock.advance(minutes=10)
     with pytest.raises(Died):
         engine.tick()
-    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.PutItem", die_on_the_twelfth)
-    # Then the jobs of the ten runs sent in the first batch have their cursors moved; a new tick redoes
-    # only the other two
+    engine.dynamodb.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", die_on_the_eleventh)
+    # Then every fire was sent, and ten cursors moved; a new tick plans only the other two, again
     cursors = [engine.runtime.jobs.get("acme", job.job_id).next_fire_at for job in jobs]
     assert cursors.count(None) == 10
-    assert engine.tick().due_jobs == 2
+    report = engine.tick()
+    assert (report.due_jobs, report.planned_runs) == (2, 2)
+    # And each fire ran once: the two sent twice were absorbed
     engine.drain()
-    assert len(engine.receiver.for_path("/batch")) == 11
-    # And the run put but never sent before the planner died goes out with the sweeper, after its grace
-    engine.clock.advance(seconds=61)
-    assert len(engine.tick().sweep.resent) == 1
+    assert len(engine.receiver.for_path("/batch")) == 12
+    assert engine.metrics.counts["DuplicateDeliveriesAbsorbed"] == 2
+
+
+def test_a_planner_that_dies_between_two_sends_moves_no_cursor_and_loses_nothing(engine: Engine) -> None:
+    # Given twelve one-time jobs due in the same tick (two send requests), and a planner that dies after the
+    # first request
+    fire_at = START + timedelta(minutes=10)
+    for _ in range(12):
+        engine.create(schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http("/batch"))
+    sends = {"count": 0}
+
+    def die_on_the_second(**_: Any) -> None:
+        sends["count"] += 1
+        if sends["count"] == 2:
+            raise Died
+
+    engine.clock.advance(minutes=10)
+    engine.sqs.meta.events.register_first("before-parameter-build.sqs.SendMessageBatch", die_on_the_second)
+    with pytest.raises(Died):
+        engine.tick()
+    engine.sqs.meta.events.unregister("before-parameter-build.sqs.SendMessageBatch", die_on_the_second)
+    assert len(receive(engine.sqs, engine.queue_url)) == 10
+    # When the next tick runs
+    report = engine.tick()
+    # Then it plans every job (the cursors waited for every send), and each fire runs once
+    assert report.due_jobs == 12
     engine.drain()
     assert len(engine.receiver.for_path("/batch")) == 12
 
 
 def test_one_runs_failed_repair_does_not_stop_the_sweep(engine: Engine) -> None:
-    # Given two runs whose sends were lost, and the sweeper's first send failing
+    # Given two manual runs whose sends were lost, and the sweeper's first send failing
     jobs = [
-        engine.create(schedule={"type": "once", "at": START.isoformat()}, target=engine.http("/swept")).job
+        engine.create(schedule={"type": "rate", "every_seconds": 86_400}, target=engine.http("/swept")).job
         for _ in range(2)
     ]
     engine.sqs.purge_queue(QueueUrl=engine.queue_url)
-    for job in jobs:
-        (run,) = engine.runs_of("acme", job.job_id)
-        engine.runtime.leases.unsent(run, engine.clock())
+    lost = [lost_trigger(engine, job.job_id) for job in jobs]
     faults = FaultInjector([FaultRule("sqs", frozenset({"SendMessageBatch"}), 0.5, ("throttle",))], seed=1)
     faults.install(engine.sqs)
     engine.clock.advance(seconds=31)
@@ -225,8 +264,9 @@ def test_one_runs_failed_repair_does_not_stop_the_sweep(engine: Engine) -> None:
     faults.uninstall(engine.sqs)
     # Then the other run was sent, and the failed one is sent by the next sweep
     assert faults.counts == {"throttle": 1}
-    assert len(report.sweep.resent) == 1
+    assert report.swept == 1
     engine.clock.advance(seconds=31)
-    assert len(engine.tick().sweep.resent) == 1
+    assert engine.tick().swept == 1
+    assert {engine.run("acme", run_id).status for run_id in lost} == {RunStatus.ENQUEUED}
     engine.drain()
     assert len(engine.receiver.for_path("/swept")) == 2

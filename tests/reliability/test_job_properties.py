@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from moto import mock_aws
 from pydantic import ValidationError
 from tickwork import tables
-from tickwork.domain.misfire import first_fire_anchor
+from tickwork.domain.fires import first_fire_anchor
 from tickwork.domain.models import NAME_PATTERN, Job, JobSpec, RateSchedule
 from tickwork.domain.schedule import next_fire_time
 from tickwork.errors import InvalidInput

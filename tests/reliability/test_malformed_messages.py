@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from tickwork import tables
-from tickwork.domain.models import Run, RunStatus, scheduled_run_id
+from tickwork.app.ports import Expect
+from tickwork.domain.models import Run, RunStatus, manual_run_id, scheduled_run_id
 from tickwork.observability import logger
 
 from functions.worker.handler import handle_record
@@ -75,13 +76,15 @@ def send_and_deliver(engine: Engine, body: str) -> dict[str, Any]:
     engine.sqs.send_message(QueueUrl=engine.queue_url, MessageBody=body, MessageGroupId="tenant")
     messages = receive(engine.sqs, engine.queue_url)
     assert [message["Body"] for message in messages] == [body]
-    executor = engine.executor()
+    worker = engine.worker()
     return deliver(
-        engine.sqs, engine.queue_url, messages, lambda record: handle_record(record, engine.runtime, executor)
+        engine.sqs, engine.queue_url, messages, lambda record: handle_record(record, engine.runtime, worker)
     )
 
 
-UNKNOWN_RUN_OR_JOB = "message for an unknown run or job dropped"
+MALFORMED_BODY = "malformed run message dropped"
+MALFORMED_RUN_ID = "message with a malformed run id dropped"
+UNKNOWN_JOB = "message for an unknown job dropped"
 
 
 def assert_dropped_cleanly(
@@ -101,70 +104,71 @@ def assert_dropped_cleanly(
 
 
 def acme_job_with_a_run(engine: Engine) -> Run:
-    """An acme job far ahead (nothing planned), and one run of it stored but not sent."""
+    """An acme job far ahead (nothing planned), and a manual run of it stored but not sent (as a trigger
+    whose send failed leaves it, for the sweeper)."""
     job = engine.create(
         "acme",
         schedule={"type": "once", "at": (engine.clock() + timedelta(days=30)).isoformat()},
         target=engine.http("/acme"),
         payload={"secret-of": "acme"},
     ).job
-    fire_at = engine.clock() + timedelta(days=30)
     run = Run(
-        run_id=scheduled_run_id(job.job_id, fire_at),
+        run_id=manual_run_id(job.job_id, "deploy-1"),
         job_id=job.job_id,
         tenant_id="acme",
-        scheduled_for=fire_at,
+        scheduled_for=engine.clock(),
         status=RunStatus.PLANNED,
+        trigger="manual",
         created_at=engine.clock(),
     )
-    assert engine.runtime.runs.put_if_absent(run) is None
+    assert engine.runtime.runs.put(run, Expect.new()).ok
     return run
 
 
 SQS_MAX_BODY = 256 * 1024
 MALFORMED = [
-    pytest.param("not json {", "malformed run message dropped", id="not-json"),
-    pytest.param("", "malformed run message dropped", id="empty"),
-    pytest.param("null", "malformed run message dropped", id="json-null"),
-    pytest.param('["acme", "run-1"]', "malformed run message dropped", id="json-array"),
-    pytest.param('"acme/run-1"', "malformed run message dropped", id="json-string"),
-    pytest.param('{"run_id": "x:1"}', "malformed run message dropped", id="no-tenant"),
-    pytest.param('{"tenant_id": "acme"}', "malformed run message dropped", id="no-run-id"),
-    pytest.param('{"tenant_id": 7, "run_id": ["x"]}', "malformed run message dropped", id="wrong-types"),
+    pytest.param("not json {", MALFORMED_BODY, id="not-json"),
+    pytest.param("", MALFORMED_BODY, id="empty"),
+    pytest.param("null", MALFORMED_BODY, id="json-null"),
+    pytest.param('["acme", "run-1"]', MALFORMED_BODY, id="json-array"),
+    pytest.param('"acme/run-1"', MALFORMED_BODY, id="json-string"),
+    pytest.param('{"run_id": "x:1"}', MALFORMED_BODY, id="no-tenant"),
+    pytest.param('{"tenant_id": "acme"}', MALFORMED_BODY, id="no-run-id"),
+    pytest.param('{"tenant_id": 7, "run_id": ["x"]}', MALFORMED_BODY, id="wrong-types"),
     pytest.param(
         '{"tenant_id": "acme", "run_id": "x:1", "job": "drop-tables"}',
-        "malformed run message dropped",
+        MALFORMED_BODY,
         id="unknown-field",
     ),
     pytest.param(
         json.dumps({"tenant_id": "acme", "run_id": "x" * 257}),
-        "malformed run message dropped",
+        MALFORMED_BODY,
         id="run-id-257",
     ),
     pytest.param(
         json.dumps({"tenant_id": "acme", "run_id": "x:1", "pad": "x" * (SQS_MAX_BODY - 100)}),
-        "malformed run message dropped",
+        MALFORMED_BODY,
         id="oversized-256-kib",
     ),
-    pytest.param("x" * SQS_MAX_BODY, "malformed run message dropped", id="256-kib-of-junk"),
+    pytest.param("x" * SQS_MAX_BODY, MALFORMED_BODY, id="256-kib-of-junk"),
     pytest.param(
         "\u202e\U0001f4a3\u0000\ufffd\u05e9\u0301 {",
-        "malformed run message dropped",
+        MALFORMED_BODY,
         id="unicode-junk-not-json",
     ),
     pytest.param(
         json.dumps({"tenant_id": "\U0001f4a3\u202e", "run_id": "e\u0301:\u05e9"}, ensure_ascii=False),
-        UNKNOWN_RUN_OR_JOB,
+        MALFORMED_RUN_ID,
         id="unicode-ids",
     ),
     pytest.param(
-        json.dumps({"tenant_id": "acme", "run_id": "01NOSUCHJOB000000000000000:1795338903000"}),
-        UNKNOWN_RUN_OR_JOB,
+        json.dumps({"tenant_id": "acme", "run_id": "01NOSUCHJOB000000000000000:1795337000000"}),
+        UNKNOWN_JOB,
         id="unknown-run",
     ),
     pytest.param(
         json.dumps({"tenant_id": "nobody", "run_id": "01NOSUCHJOB000000000000000:1"}),
-        UNKNOWN_RUN_OR_JOB,
+        UNKNOWN_JOB,
         id="unknown-tenant",
     ),
 ]
@@ -182,6 +186,33 @@ def test_a_malformed_message_is_dropped_logged_counted_and_deleted(
     assert_dropped_cleanly(engine, response, worker_log, before, log_message)
 
 
+def test_a_message_for_an_unknown_job_ahead_of_its_time_comes_back_once_and_is_dropped(
+    engine: Engine, worker_log: io.StringIO
+) -> None:
+    """The worker reads nothing for a fire that is not due: it sends the message back for its time (one
+    send, no read), then drops it as unknown."""
+    acme_job_with_a_run(engine)
+    before = snapshot(engine)
+    fire_at = engine.clock() + timedelta(minutes=20)
+    body = json.dumps(
+        {"tenant_id": "acme", "run_id": scheduled_run_id("01NOSUCHJOB000000000000000", fire_at)}
+    )
+
+    first = send_and_deliver(engine, body)
+    assert first["batchItemFailures"] == []
+    assert queue_depth(engine) == 1
+    assert engine.metrics.counts.get("MessagesDropped") is None
+    engine.clock.advance(minutes=15)
+    assert engine.drain() == 1
+    engine.clock.advance(minutes=5)
+    assert engine.drain() == 1
+
+    assert queue_depth(engine) == 0
+    assert engine.metrics.counts.get("MessagesDropped") == 1
+    assert [line["message"] for line in log_lines(worker_log) if line["level"] == "WARNING"] == [UNKNOWN_JOB]
+    assert snapshot(engine) == before
+
+
 def test_a_message_naming_another_tenant_for_a_real_run_is_dropped_and_the_run_untouched(
     engine: Engine, worker_log: io.StringIO
 ) -> None:
@@ -190,7 +221,7 @@ def test_a_message_naming_another_tenant_for_a_real_run_is_dropped_and_the_run_u
 
     response = send_and_deliver(engine, json.dumps({"tenant_id": "globex", "run_id": run.run_id}))
 
-    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_RUN_OR_JOB)
+    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_JOB)
     assert engine.run("acme", run.run_id) == run
 
 
@@ -198,13 +229,16 @@ def test_a_run_whose_job_item_is_gone_is_dropped(engine: Engine, worker_log: io.
     run = acme_job_with_a_run(engine)
     engine.dynamodb.delete_item(
         TableName=tables.JOBS.default_name,
-        Key={tables.JOBS_PK: {"S": "acme"}, tables.JOBS_SK: {"S": f"{tables.JOB_SK_PREFIX}{run.job_id}"}},
+        Key={
+            tables.JOBS_PK: {"S": tables.job_key("acme", run.job_id)},
+            tables.JOBS_SK: {"S": tables.JOB_SK},
+        },
     )
     before = snapshot(engine)
 
     response = send_and_deliver(engine, json.dumps({"tenant_id": "acme", "run_id": run.run_id}))
 
-    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_RUN_OR_JOB)
+    assert_dropped_cleanly(engine, response, worker_log, before, UNKNOWN_JOB)
 
 
 def test_a_run_of_a_cancelled_job_is_closed_cancelled_not_run_and_deleted(engine: Engine) -> None:
@@ -212,12 +246,11 @@ def test_a_run_of_a_cancelled_job_is_closed_cancelled_not_run_and_deleted(engine
     it already CANCELLED by the cancel) instead of dropping the message as unknown."""
     run = acme_job_with_a_run(engine)
     engine.runtime.service.cancel_job("acme", run.job_id, engine.clock())
-    # A run stored after the cancel (a planner that read the job just before it) is still PLANNED.
-    late_fire = run.scheduled_for + timedelta(minutes=1)
+    # A fire sent after the cancel, by a planner that read the job just before it: nothing stored yet.
+    late_fire = engine.clock() - timedelta(seconds=1)
     late = run.model_copy(
         update={"run_id": scheduled_run_id(run.job_id, late_fire), "scheduled_for": late_fire}
     )
-    assert engine.runtime.runs.put_if_absent(late) is None
     globex_before = {
         name: [item for item in items if "acme" not in json.dumps(item)]
         for name, items in snapshot(engine).items()

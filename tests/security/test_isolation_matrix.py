@@ -13,7 +13,7 @@ import pytest
 from tickwork import tables
 
 from tests.conftest import TOKENS, scan_all, seed_tenant
-from tests.support.apigw import ApiGateway
+from tests.support.apigw import ApiGateway, set_run_status
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 SECRET_PAYLOAD = "acme-payload-4f1c"
@@ -73,21 +73,16 @@ def acme(api: ApiGateway, dynamodb: Any) -> AcmeData:
     run = api.request("POST", path, token=ACME, headers={"Idempotency-Key": "shared-key"}).body
     dead = api.request("POST", path, token=ACME).body
     # A DEAD run, so that even the retry route would act if isolation failed.
-    dynamodb.update_item(
-        TableName=tables.RUNS.default_name,
-        Key={"pk": {"S": tables.run_key("acme", dead["run_id"])}},
-        UpdateExpression="SET #s = :s",
-        ExpressionAttributeNames={"#s": "status"},
-        ExpressionAttributeValues={":s": {"S": "DEAD"}},
-    )
+    set_run_status("acme", dead["run_id"], "DEAD")
     jobs_page = api.request("GET", "/v1/jobs", token=ACME, query={"limit": "1"}).body
     runs_page = api.request("GET", f"{path[: -len('/trigger')]}/runs", token=ACME, query={"limit": "1"}).body
     assert jobs_page["next_cursor"] and runs_page["next_cursor"]
     stored = acme_items(dynamodb)
-    # Two jobs and their name locks, two runs, the tenant, its token and its request counter.
+    # Two jobs and their name locks, two manual runs and their pointers, the tenant, its token and its
+    # request counter.
     assert [len(stored[table.logical_name]) for table in (tables.JOBS, tables.RUNS, tables.TENANTS)] == [
         4,
-        2,
+        4,
         3,
     ]
     return AcmeData(
@@ -104,10 +99,8 @@ def _owned_by_acme(table: str, item: dict[str, Any]) -> bool:
     if table == tables.IDEMPOTENCY.logical_name:
         return True  # records are keyed by a hash of tenant and key: keep them all
     key = item[tables.JOBS_PK]["S"]  # "pk" in jobs, runs and tenants alike
-    if table == tables.JOBS.logical_name:
-        return bool(key == "acme")
-    if table == tables.RUNS.logical_name:
-        return bool(key.startswith("acme/"))
+    if table in (tables.JOBS.logical_name, tables.RUNS.logical_name):
+        return bool(key.startswith("acme/"))  # a job's partition, or a name lock
     if table == tables.TENANTS.logical_name:
         return key in (tables.tenant_key("acme"), tables.rate_limit_key("acme")) or (
             item.get("tenant_id", {}).get("S") == "acme"

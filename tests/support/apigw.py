@@ -11,7 +11,15 @@ from typing import Any
 
 from tickwork_local.gateway import Gateway, HandlerPool, HttpResult, LambdaContext
 
-__all__ = ["ApiGateway", "HandlerPool", "HttpResult", "LambdaContext", "load_event", "rest_event"]
+__all__ = [
+    "ApiGateway",
+    "HandlerPool",
+    "HttpResult",
+    "LambdaContext",
+    "load_event",
+    "rest_event",
+    "set_run_status",
+]
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -67,3 +75,14 @@ class ApiGateway(Gateway):
     ) -> HttpResult:
         event = rest_event(method, path, body=body, raw_body=raw_body, headers=headers, query=query)
         return self.send(event, authorization=f"Bearer {token}" if token else None)
+
+
+def set_run_status(tenant_id: str, run_id: str, status: str) -> None:
+    """Put a stored run in ``status`` straight through the store (to set up a DEAD run, say)."""
+    from tickwork.app.ports import Expect
+    from tickwork.domain.models import RunStatus
+    from tickwork.runtime import runtime
+
+    store = runtime().runs
+    stored = store.get(tenant_id, run_id)
+    assert store.put(stored.model_copy(update={"status": RunStatus(status)}), Expect.at(stored)).ok

@@ -14,6 +14,10 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from tickwork_local.atomic import serialise_dynamodb
 
 
+class WorkerDied(BaseException):
+    """A worker process killed mid-run: not an Exception, so nothing in the worker catches it."""
+
+
 class FakeClock:
     """Time that moves only when a test (or a worker's wait) moves it."""
 

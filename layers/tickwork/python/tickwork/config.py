@@ -23,7 +23,10 @@ class Settings(BaseModel):
 
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
     attention_shards: int = Field(tables.DEFAULT_ATTENTION_SHARDS, ge=1, le=1024)
-    planner_horizon_seconds: int = Field(300, ge=1, le=900)
+    planner_horizon_seconds: int = Field(900, ge=1, le=900)
+    """How far ahead a job's fires are sent once it is planned (SQS holds a message at most 900 s)."""
+    planner_lookahead_seconds: int = Field(120, ge=1, le=900)
+    """A job is planned once its next unsent fire is this close (two planner ticks)."""
     run_retention_days: int = Field(90, ge=1, le=3650)
     idempotency_ttl_seconds: int = Field(86_400, ge=60)
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
@@ -37,10 +40,6 @@ class Settings(BaseModel):
     aws_region: str = "us-east-1"
     aws_account_id: str = "000000000000"
     default_max_jobs: int = Field(10_000, ge=1)
-    default_max_in_flight: int = Field(100, ge=1)
-    worker_max_concurrency: int | None = Field(None, ge=1)
-    """The most worker invocations that can run at once (the event source mapping's maximum concurrency);
-    each runs one attempt at a time. None: unbounded, as in local mode."""
 
     @field_validator("allowed_target_arns", mode="before")
     @classmethod
@@ -62,6 +61,10 @@ class Settings(BaseModel):
     @property
     def planner_horizon(self) -> timedelta:
         return timedelta(seconds=self.planner_horizon_seconds)
+
+    @property
+    def planner_lookahead(self) -> timedelta:
+        return timedelta(seconds=min(self.planner_lookahead_seconds, self.planner_horizon_seconds))
 
     @classmethod
     def env_names(cls) -> dict[str, str]:

@@ -1,43 +1,41 @@
-"""The one place that builds boto3 clients and wires adapters into services, lazily, once per process.
+"""The one place that builds boto3 clients and wires adapters into the engine, lazily, once per process.
 
 Handlers call :func:`runtime` on their first invocation, never at import time; tests clear the cache between
-moto sessions with ``runtime.cache_clear()``.
+moto sessions with ``runtime.cache_clear()``. Wiring only: the work is in ``tickwork.app``.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cached_property, lru_cache, partial
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from botocore.config import Config
 
 from tickwork import tables
 from tickwork.adapters.jobs import DynamoJobStore
-from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunDispatcher
-from tickwork.adapters.runs import DynamoRunLeases, DynamoRunStore
+from tickwork.adapters.lanes import DynamoLanes, DynamoTenantSlots
+from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunQueue
+from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
+from tickwork.app.planner import Planner, PlannerTick
+from tickwork.app.ports import DeadLetters, Dispatch, Metrics, RunQueue
+from tickwork.app.service import JobService
+from tickwork.app.sweeper import Sweeper
+from tickwork.app.worker import Worker
 from tickwork.config import Settings
-from tickwork.domain.models import Job, Run
-from tickwork.domain.ports import KeepPlanned, RunDispatcher
-from tickwork.domain.retry import OutcomeClass
-from tickwork.domain.tenants import Tenant
-from tickwork.errors import DuplicateAttempt
-from tickwork.execution import MetricSink, RunExecutor
+from tickwork.domain.models import Job, Run, RunMessage
+from tickwork.domain.tenants import Principal, Tenant
 from tickwork.observability import PowertoolsMetricSink
-from tickwork.service import JobService
-from tickwork.sweeping import Sweeper
 from tickwork.targets import Delivery, LazyClients, Resolver, TargetResult, invoke
-from tickwork.ticking import PlannerTick
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -49,17 +47,44 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True)
-class _Budget:
-    """Stands in for a Lambda context where there is none: the time an attempt may take."""
-
-    milliseconds: int
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.milliseconds
-
-
 _CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=2, read_timeout=5)
+# A worker reads a tenant (its signing secret) at most this often: a warm worker reads none per run.
+TENANT_CACHE_SECONDS = 60
+
+
+class CachedTenants:
+    """The tenant store, remembered for a while per process: rotating a signing secret takes effect within
+    ``TENANT_CACHE_SECONDS`` on the workers."""
+
+    def __init__(self, store: DynamoTenantStore, *, seconds: float = TENANT_CACHE_SECONDS):
+        self.store = store
+        self.seconds = seconds
+        self._cache: dict[str, tuple[float, Tenant]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant_id: str) -> Tenant:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(tenant_id)
+        if cached is not None and now - cached[0] < self.seconds:
+            return cached[1]
+        tenant = self.store.get(tenant_id)
+        with self._lock:
+            self._cache[tenant_id] = (now, tenant)
+        return tenant
+
+    def by_token(self, token: str) -> Principal | None:
+        return self.store.by_token(token)
+
+
+class NoRunQueue:
+    """No run queue configured (an API-only deployment, some tests): fires are planned and not sent."""
+
+    def send(self, dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
+        return []
+
+    def send_later(self, message: RunMessage, delay_seconds: int) -> None:
+        return None
 
 
 @dataclass
@@ -67,131 +92,13 @@ class Runtime:
     settings: Settings
     dynamodb: DynamoDBClient
     sqs: SQSClient
-    dispatcher_override: RunDispatcher | None = None
-    metrics: MetricSink = field(default_factory=PowertoolsMetricSink)
+    queue_override: RunQueue | None = None
+    metrics: Metrics = field(default_factory=PowertoolsMetricSink)
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     resolver: Resolver = socket.getaddrinfo
     """How webhook hosts are resolved before their addresses are checked; tests name made-up hosts."""
 
-    @cached_property
-    def leases(self) -> DynamoRunLeases:
-        return DynamoRunLeases(self.runs, tenants_table=self.settings.tenants_table)
-
-    @cached_property
-    def queue(self) -> SqsRunDispatcher:
-        if not self.settings.run_queue_url:
-            raise RuntimeError(f"{tables.RUN_QUEUE.env_var} is not set")
-        return SqsRunDispatcher(self.sqs, queue_url=self.settings.run_queue_url, leases=self.leases)
-
-    @cached_property
-    def dispatcher(self) -> RunDispatcher:
-        """The run queue when one is configured; without one, runs stay PLANNED."""
-        if self.dispatcher_override is not None:
-            return self.dispatcher_override
-        return self.queue if self.settings.run_queue_url else KeepPlanned()
-
-    @cached_property
-    def dead_runs(self) -> SqsDeadRunQueue:
-        if not self.settings.dead_run_queue_url:
-            raise RuntimeError(f"{tables.DEAD_RUN_QUEUE.env_var} is not set")
-        return SqsDeadRunQueue(self.sqs, queue_url=self.settings.dead_run_queue_url)
-
-    @cached_property
-    def target_clients(self) -> LazyClients:
-        return LazyClients()
-
-    def execute(self, job: Job, run: Run, tenant: Tenant, *, budget: Any = None) -> TargetResult:
-        """Call the run's target once for this attempt. Powertools idempotency, keyed on the run id and the
-        attempt, makes a second processing of the same attempt return the first result. ``budget`` is the
-        invocation's Lambda context (its remaining time); without one, the attempt's lease is the budget."""
-        delivery = Delivery(
-            job_id=job.job_id,
-            run_id=run.run_id,
-            scheduled_for=run.scheduled_for,
-            attempt=run.attempt,
-            fencing_token=run.fencing_token,
-            payload=job.payload,
-            tenant_secret=tenant.signing_secret,
-        )
-
-        def call(attempt: dict[str, Any]) -> dict[str, Any]:
-            result = invoke(
-                job.target,
-                delivery,
-                clients=self.target_clients,
-                allow_private=self.settings.allow_private_targets,
-                now_epoch=int(time.time()),
-                resolver=self.resolver,
-            )
-            return {**asdict(result), "outcome": result.outcome.value}
-
-        config = IdempotencyConfig(
-            event_key_jmespath="[tenant_id, run_id, attempt]",
-            raise_on_no_idempotency_key=True,
-            expires_after_seconds=self.settings.idempotency_ttl_seconds,
-        )
-        # The in-progress record must not outlive the attempt's lease: without a Lambda context, say so.
-        lease_ms = (getattr(job.target, "timeout_seconds", 30) + self.settings.lease_margin_seconds) * 1000
-        config.register_lambda_context(budget or _Budget(lease_ms))  # type: ignore[arg-type]
-        wrapped = idempotent_function(
-            data_keyword_argument="attempt",
-            persistence_store=self.idempotency_store(),
-            config=config,
-            key_prefix="tickwork.execute_attempt",
-        )(call)
-        try:
-            raw = wrapped(attempt={"tenant_id": run.tenant_id, "run_id": run.run_id, "attempt": run.attempt})
-        except IdempotencyAlreadyInProgressError as error:
-            raise DuplicateAttempt(
-                f"attempt {run.attempt} of {run.run_id} is in progress elsewhere"
-            ) from error
-        return TargetResult(**{**raw, "outcome": OutcomeClass(raw["outcome"])})
-
-    def executor(
-        self,
-        *,
-        clock: Callable[[], datetime] = _utcnow,
-        sleep: Callable[[float], None] = time.sleep,
-        budget: Any = None,
-    ) -> RunExecutor:
-        """An executor for one worker invocation (``budget``: its Lambda context) or one local poller."""
-        return RunExecutor(
-            runs=self.runs,
-            leases=self.leases,
-            jobs=self.jobs,
-            tenants=self.tenants,
-            queue=self.queue,
-            dead_runs=self.dead_runs,
-            execute=partial(self.execute, budget=budget),
-            metrics=self.metrics,
-            clock=clock,
-            sleep=sleep,
-            worker_id=self.worker_id,
-            lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
-            max_concurrency=self.settings.worker_max_concurrency,
-        )
-
-    @cached_property
-    def sweeper(self) -> Sweeper:
-        return Sweeper(
-            runs=self.runs,
-            leases=self.leases,
-            jobs=self.jobs,
-            queue=self.queue,
-            metrics=self.metrics,
-            shards=self.settings.attention_shards,
-        )
-
-    @cached_property
-    def planner_tick(self) -> PlannerTick:
-        return PlannerTick(
-            jobs=self.jobs,
-            planner=self.service.planner,
-            sweeper=self.sweeper,
-            metrics=self.metrics,
-            max_jobs_per_tick=self.settings.planner_max_jobs_per_tick,
-        )
-
+    # --- stores -------------------------------------------------------------------------------------------
     @cached_property
     def jobs(self) -> DynamoJobStore:
         return DynamoJobStore(
@@ -200,6 +107,14 @@ class Runtime:
             tenants_table=self.settings.tenants_table,
             due_shards=self.settings.due_shards,
         )
+
+    @cached_property
+    def lanes(self) -> DynamoLanes:
+        return DynamoLanes(self.dynamodb, table=self.settings.jobs_table)
+
+    @cached_property
+    def slots(self) -> DynamoTenantSlots:
+        return DynamoTenantSlots(self.dynamodb, table=self.settings.tenants_table)
 
     @cached_property
     def runs(self) -> DynamoRunStore:
@@ -215,8 +130,67 @@ class Runtime:
         return DynamoTenantStore(self.dynamodb, table=self.settings.tenants_table)
 
     @cached_property
+    def cached_tenants(self) -> CachedTenants:
+        return CachedTenants(self.tenants)
+
+    @cached_property
     def api_rate_limiter(self) -> DynamoApiRateLimiter:
         return DynamoApiRateLimiter(self.dynamodb, table=self.settings.tenants_table)
+
+    # --- queues -------------------------------------------------------------------------------------------
+    @cached_property
+    def queue(self) -> RunQueue:
+        """The run queue when one is configured; without one, fires are planned but go nowhere."""
+        if self.queue_override is not None:
+            return self.queue_override
+        if not self.settings.run_queue_url:
+            return NoRunQueue()
+        return SqsRunQueue(self.sqs, queue_url=self.settings.run_queue_url)
+
+    @property
+    def queue_url(self) -> str:
+        if not self.settings.run_queue_url:
+            raise RuntimeError(f"{tables.RUN_QUEUE.env_var} is not set")
+        return self.settings.run_queue_url
+
+    @cached_property
+    def dead_runs(self) -> DeadLetters:
+        if not self.settings.dead_run_queue_url:
+            raise RuntimeError(f"{tables.DEAD_RUN_QUEUE.env_var} is not set")
+        return SqsDeadRunQueue(self.sqs, queue_url=self.settings.dead_run_queue_url)
+
+    @cached_property
+    def target_clients(self) -> LazyClients:
+        return LazyClients()
+
+    # --- the engine ---------------------------------------------------------------------------------------
+    @cached_property
+    def planner(self) -> Planner:
+        return Planner(
+            jobs=self.jobs,
+            runs=self.runs,
+            lanes=self.lanes,
+            queue=self.queue,
+            metrics=self.metrics,
+            horizon=self.settings.planner_horizon,
+            lookahead=self.settings.planner_lookahead,
+        )
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(
+            runs=self.runs, queue=self.queue, metrics=self.metrics, shards=self.settings.attention_shards
+        )
+
+    @cached_property
+    def planner_tick(self) -> PlannerTick:
+        return PlannerTick(
+            jobs=self.jobs,
+            planner=self.planner,
+            sweeper=self.sweeper,
+            metrics=self.metrics,
+            max_jobs_per_tick=self.settings.planner_max_jobs_per_tick,
+        )
 
     @cached_property
     def service(self) -> JobService:
@@ -224,17 +198,61 @@ class Runtime:
             jobs=self.jobs,
             runs=self.runs,
             tenants=self.tenants,
-            dispatcher=self.dispatcher,
-            horizon=self.settings.planner_horizon,
+            queue=self.queue,
+            planner=self.planner,
             allow_private_targets=self.settings.allow_private_targets,
             aws_targets=self.settings.aws_target_policy(),
             max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
         )
 
+    def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
+        """Call the run's target once for this attempt (the run item already made the attempt exclusive)."""
+        delivery = Delivery(
+            job_id=job.job_id,
+            run_id=run.run_id,
+            scheduled_for=run.scheduled_for,
+            attempt=run.attempt,
+            fencing_token=run.fencing_token,
+            payload=job.payload,
+            tenant_secret=tenant.signing_secret,
+        )
+        return invoke(
+            job.target,
+            delivery,
+            clients=self.target_clients,
+            allow_private=self.settings.allow_private_targets,
+            now_epoch=int(time.time()),
+            resolver=self.resolver,
+        )
+
+    def worker(
+        self,
+        *,
+        clock: Callable[[], datetime] = _utcnow,
+        sleep: Callable[[float], None] = time.sleep,
+        execute: Callable[[Job, Run, Tenant], TargetResult] | None = None,
+        worker_id: str | None = None,
+    ) -> Worker:
+        return Worker(
+            jobs=self.jobs,
+            lanes=self.lanes,
+            slots=self.slots,
+            runs=self.runs,
+            tenants=self.cached_tenants,
+            queue=self.queue,
+            dead_letters=self.dead_runs,
+            execute=execute or self.execute,
+            metrics=self.metrics,
+            clock=clock,
+            sleep=sleep,
+            worker_id=worker_id or self.worker_id,
+            lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
+        )
+
     def idempotency_store(self) -> DynamoDBPersistenceLayer:
         """A new store for each idempotent call. Powertools configures a store on every call (the key prefix)
-        and keeps the first call's key expression for good, so one store shared by the API's routes and the
-        worker, or by concurrent requests, would hash one call's key with another's settings."""
+        and keeps the first call's key expression for good, so one store shared by the API's routes, or by
+        concurrent requests, would hash one call's key with another's settings."""
         from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
         return DynamoDBPersistenceLayer(
@@ -247,15 +265,15 @@ def build_runtime(
     *,
     dynamodb: Any = None,
     sqs: Any = None,
-    dispatcher: RunDispatcher | None = None,
-    metrics: MetricSink | None = None,
+    queue: RunQueue | None = None,
+    metrics: Metrics | None = None,
 ) -> Runtime:
     """Wire the adapters; clients are built here unless given (tests pass moto's)."""
     built = Runtime(
         settings=settings,
         dynamodb=dynamodb or boto3.client("dynamodb", config=_CLIENT_CONFIG),
         sqs=sqs or boto3.client("sqs", config=_CLIENT_CONFIG),
-        dispatcher_override=dispatcher,
+        queue_override=queue,
     )
     if metrics is not None:
         built.metrics = metrics

@@ -91,18 +91,28 @@ def _projection(index: IndexDefinition) -> dict[str, Any]:
     return projection
 
 
+# Items carry the schema version they were written in, for the migrations to come.
+SCHEMA_VERSION = "v"
+ITEM_SCHEMA = 2
+
 # --- jobs -------------------------------------------------------------------------------------------------
-# One partition per tenant: job items (sk "job#<job_id>", ULIDs so newest sorts last) and name locks
-# (sk "name#<name>") that keep names unique per tenant.
+# One partition per job, so no tenant's traffic shares a partition key: the job item (sk "job") and its
+# lane (sk "lane"), read together in one query. Name locks, one partition per name, keep names unique per
+# tenant.
 JOBS_PK = "pk"
 JOBS_SK = "sk"
-JOB_SK_PREFIX = "job#"
-NAME_SK_PREFIX = "name#"
+JOB_SK = "job"
+LANE_SK = "lane"
+NAME_SK = "name"
 # The sparse due index: only active jobs with a fire left carry these two attributes.
 DUE_INDEX = "due"
 DUE_SHARD = "due_shard"
 DUE_AT = "next_fire_at"
 DEFAULT_DUE_SHARDS = 16
+# A tenant's jobs, newest first (job ids are ULIDs): only job items carry both attributes.
+JOBS_BY_TENANT_INDEX = "by_tenant"
+JOB_TENANT = "tenant_id"
+JOB_ID = "job_id"
 
 JOBS = TableDefinition(
     logical_name="jobs",
@@ -111,48 +121,44 @@ JOBS = TableDefinition(
     sort_key=KeyAttribute(JOBS_SK, "S"),
     indexes=(
         IndexDefinition(DUE_INDEX, KeyAttribute(DUE_SHARD, "N"), KeyAttribute(DUE_AT, "N"), "KEYS_ONLY"),
+        IndexDefinition(
+            JOBS_BY_TENANT_INDEX,
+            KeyAttribute(JOB_TENANT, "S"),
+            KeyAttribute(JOB_ID, "S"),
+            "INCLUDE",
+            ("status",),
+        ),
     ),
 )
 
 # --- runs -------------------------------------------------------------------------------------------------
-# The key holds the tenant, so no read or write can reach a run without naming its tenant.
+# One partition per job: a job's history is a key range, newest first. A scheduled run's sort key is its fire
+# time (13-digit epoch ms); a manual run's is its trigger time and hash, found from its id through a pointer
+# item ("m#<hash>") outside the history's range.
 RUNS_PK = "pk"
+RUNS_SK = "sk"
 RUNS_TTL = "expires_at"
-# History of one job, newest first.
-RUNS_BY_JOB_INDEX = "by_job"
-RUNS_JOB_KEY = "job_key"
-RUNS_SCHEDULED_AT = "scheduled_at"
-# Sparse index of open runs, keyed by when each next needs attention from the sweeper.
-OPEN_RUNS_INDEX = "open_runs"
+MANUAL_POINTER_PREFIX = "m#"
+HISTORY_END = ":"  # right after the digits: every history key sorts below it, every pointer above
+# Sparse index of the runs the sweeper must look at (a stored manual run's message, a far retry): a run on
+# its way carries neither attribute, so its writes touch no index.
+ATTENTION_INDEX = "attention"
 ATTENTION_SHARD = "attention_shard"
 ATTENTION_AT = "attention_at"
 DEFAULT_ATTENTION_SHARDS = 4
-# Recent runs of a tenant, spread over a few shards, for the stats route.
-RUNS_BY_TENANT_INDEX = "by_tenant"
-RUNS_TENANT_SHARD = "tenant_shard"
-TENANT_SHARDS = 4
 
 RUNS = TableDefinition(
     logical_name="runs",
     env_var="TICKWORK_RUNS_TABLE",
     partition_key=KeyAttribute(RUNS_PK, "S"),
+    sort_key=KeyAttribute(RUNS_SK, "S"),
     indexes=(
         IndexDefinition(
-            RUNS_BY_JOB_INDEX, KeyAttribute(RUNS_JOB_KEY, "S"), KeyAttribute(RUNS_SCHEDULED_AT, "N")
-        ),
-        IndexDefinition(
-            OPEN_RUNS_INDEX,
+            ATTENTION_INDEX,
             KeyAttribute(ATTENTION_SHARD, "N"),
             KeyAttribute(ATTENTION_AT, "N"),
             "INCLUDE",
-            ("tenant_id", "run_id", "job_id", "status"),
-        ),
-        IndexDefinition(
-            RUNS_BY_TENANT_INDEX,
-            KeyAttribute(RUNS_TENANT_SHARD, "S"),
-            KeyAttribute(RUNS_SCHEDULED_AT, "N"),
-            "INCLUDE",
-            ("status", "lag_ms"),
+            ("tenant_id", "run_id"),
         ),
     ),
     ttl_attribute=RUNS_TTL,
@@ -165,6 +171,8 @@ TENANTS_PK = "pk"
 TENANT_PK_PREFIX = "tenant#"
 TOKEN_PK_PREFIX = "token#"  # noqa: S105 - a key prefix, not a secret
 RATE_LIMIT_PK_PREFIX = "ratelimit#"
+# A tenant's in-flight limit, over a few slot items ("inflight#<tenant>#<shard>") of ten slots each.
+IN_FLIGHT_PK_PREFIX = "inflight#"
 # The counter of the current fixed window: its start (epoch seconds) and the requests counted in it.
 RATE_WINDOW = "window"
 RATE_COUNT = "count"
@@ -217,24 +225,22 @@ def stable_shard(value: str, shards: int) -> int:
     return int.from_bytes(digest, "big") % shards
 
 
-def job_sort_key(job_id: str) -> str:
-    return f"{JOB_SK_PREFIX}{job_id}"
-
-
-def name_sort_key(name: str) -> str:
-    return f"{NAME_SK_PREFIX}{name}"
-
-
-def run_key(tenant_id: str, run_id: str) -> str:
-    return f"{tenant_id}/{run_id}"
-
-
-def run_job_key(tenant_id: str, job_id: str) -> str:
+def job_key(tenant_id: str, job_id: str) -> str:
+    """The partition of a job's items (job, lane) and of its runs."""
     return f"{tenant_id}/{job_id}"
 
 
-def run_tenant_shard(tenant_id: str, run_id: str) -> str:
-    return f"{tenant_id}#{stable_shard(run_id, TENANT_SHARDS)}"
+def name_key(tenant_id: str, name: str) -> str:
+    return f"{tenant_id}/name/{name}"
+
+
+def run_sort_key(epoch_ms: int, manual_hash: str | None = None) -> str:
+    """A run's place in its job's history: its fire (or trigger) time, then a manual run's hash."""
+    return f"{epoch_ms:013d}" + (f"m{manual_hash}" if manual_hash else "")
+
+
+def manual_pointer_key(manual_hash: str) -> str:
+    return f"{MANUAL_POINTER_PREFIX}{manual_hash}"
 
 
 def tenant_key(tenant_id: str) -> str:
@@ -243,6 +249,10 @@ def tenant_key(tenant_id: str) -> str:
 
 def token_key(token_sha256: str) -> str:
     return f"{TOKEN_PK_PREFIX}{token_sha256}"
+
+
+def in_flight_key(tenant_id: str, shard: int) -> str:
+    return f"{IN_FLIGHT_PK_PREFIX}{tenant_id}#{shard}"
 
 
 def rate_limit_key(tenant_id: str) -> str:

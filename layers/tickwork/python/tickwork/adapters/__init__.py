@@ -1,1 +1,1 @@
-"""Adapters: the ports of ``tickwork.domain.ports`` over boto3 clients that are always injected."""
+"""Adapters: the ports of ``tickwork.app.ports`` over boto3 clients that are always injected."""

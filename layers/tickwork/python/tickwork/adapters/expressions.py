@@ -60,6 +60,11 @@ class Update:
         self._remove.extend(self.name(attribute) for attribute in attributes)
         return self
 
+    def remove_raw(self, path: str) -> Update:
+        """A path built with :meth:`name` (``#a.#b``)."""
+        self._remove.append(path)
+        return self
+
     def add(self, attribute: str, amount: int) -> Update:
         self._add.append(f"{self.name(attribute)} {self.value(amount)}")
         return self

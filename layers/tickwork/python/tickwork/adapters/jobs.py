@@ -1,9 +1,9 @@
-"""The jobs table: job items, per-tenant name locks, and the sparse sharded due index."""
+"""The jobs table: a partition per job (its item and its lane), name locks, the due and by-tenant indexes."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,37 +15,40 @@ from tickwork.adapters.dynamo import (
     decode_cursor,
     encode_cursor,
     from_item,
-    is_conditional_failure,
     to_item,
     update_if,
 )
 from tickwork.adapters.expressions import Update
-from tickwork.domain.models import Job, JobSpec, JobStatus
-from tickwork.domain.ports import Page
+from tickwork.adapters.lanes import lane_from_item
+from tickwork.app.ports import Page
+from tickwork.domain.lanes import Lane
+from tickwork.domain.models import Job, JobStatus
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
-from tickwork.errors import NameTaken, NotFound, QuotaExceeded, VersionConflict
+from tickwork.errors import InvalidInput, NameTaken, NotFound, QuotaExceeded, VersionConflict
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-_SPEC_FIELDS = frozenset(JobSpec.model_fields)
 BATCH_GET_SIZE = 100  # BatchGetItem's limit
 
 
 def job_to_item(job: Job, *, due_shards: int) -> dict[str, Any]:
+    dumped = job.model_dump(mode="json")
     values: dict[str, Any] = {
-        tables.JOBS_PK: job.tenant_id,
-        tables.JOBS_SK: tables.job_sort_key(job.job_id),
-        "job_id": job.job_id,
-        "tenant_id": job.tenant_id,
+        tables.JOBS_PK: tables.job_key(job.tenant_id, job.job_id),
+        tables.JOBS_SK: tables.JOB_SK,
+        tables.SCHEMA_VERSION: tables.ITEM_SCHEMA,
+        tables.JOB_TENANT: job.tenant_id,
+        tables.JOB_ID: job.job_id,
         "name": job.name,
         "status": job.status.value,
         "version": job.version,
-        "created_at": job.model_dump(mode="json")["created_at"],
-        "updated_at": job.model_dump(mode="json")["updated_at"],
+        "created_at": dumped["created_at"],
+        "updated_at": dumped["updated_at"],
         "spec": job.spec().model_dump_json(),
         "pause": job.pause.model_dump_json() if job.pause else None,
-        "cancelled_at": job.model_dump(mode="json")["cancelled_at"],
+        "cancelled_at": dumped["cancelled_at"],
+        "last_fire_at": to_epoch_ms(job.last_fire_at) if job.last_fire_at else None,
         tables.DUE_AT: to_epoch_ms(job.next_fire_at) if job.next_fire_at else None,
     }
     if job.status is JobStatus.ACTIVE and job.next_fire_at is not None:
@@ -58,8 +61,8 @@ def job_from_item(item: dict[str, Any]) -> Job:
     values = from_item(item)
     fields: dict[str, Any] = json.loads(values["spec"])
     fields.update(
-        job_id=values["job_id"],
-        tenant_id=values["tenant_id"],
+        job_id=values[tables.JOB_ID],
+        tenant_id=values[tables.JOB_TENANT],
         status=values["status"],
         version=values["version"],
         created_at=values["created_at"],
@@ -67,6 +70,7 @@ def job_from_item(item: dict[str, Any]) -> Job:
         pause=json.loads(values["pause"]) if "pause" in values else None,
         cancelled_at=values.get("cancelled_at"),
         next_fire_at=from_epoch_ms(values[tables.DUE_AT]) if tables.DUE_AT in values else None,
+        last_fire_at=from_epoch_ms(values["last_fire_at"]) if "last_fire_at" in values else None,
     )
     return Job.model_validate(fields)
 
@@ -90,18 +94,7 @@ class DynamoJobStore:
                 }
             },
             self._claim_name(job),
-            {
-                "Update": {
-                    "TableName": self.tenants_table,
-                    "Key": to_item({tables.TENANTS_PK: tables.tenant_key(job.tenant_id)}),
-                    "UpdateExpression": "ADD job_count :one",
-                    "ConditionExpression": (
-                        "attribute_exists(#pk) AND (attribute_not_exists(job_count) OR job_count < :max)"
-                    ),
-                    "ExpressionAttributeNames": {"#pk": tables.TENANTS_PK},
-                    "ExpressionAttributeValues": to_item({":one": 1, ":max": max_jobs}),
-                }
-            },
+            {"Update": self._count(job.tenant_id, +1, max_jobs=max_jobs)},
         ]
         try:
             self.client.transact_write_items(TransactItems=items)
@@ -119,7 +112,7 @@ class DynamoJobStore:
             try:
                 self.client.put_item(**put)
             except ClientError as error:
-                if is_conditional_failure(error):
+                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                     raise self._version_conflict(job, expected_version) from error
                 raise
             return
@@ -130,43 +123,52 @@ class DynamoJobStore:
         )
 
     def cancel(self, job: Job, *, expected_version: int) -> None:
-        tenant_update = {
-            "Update": {
-                "TableName": self.tenants_table,
-                "Key": to_item({tables.TENANTS_PK: tables.tenant_key(job.tenant_id)}),
-                "UpdateExpression": "ADD job_count :minus_one",
-                "ExpressionAttributeValues": to_item({":minus_one": -1}),
-            }
-        }
-        put = self._put_if_version(job, expected_version)
-        self._transact(
-            [{"Put": put}, self._release_name(job, job.name), tenant_update], job, expected_version
-        )
+        items: list[Any] = [
+            {"Put": self._put_if_version(job, expected_version)},
+            self._release_name(job, job.name),
+        ]
+        stored = self.get(job.tenant_id, job.job_id)
+        if stored.status is not JobStatus.COMPLETED:  # a completed job gave its quota slot back already
+            items.append({"Update": self._count(job.tenant_id, -1)})
+        self._transact(items, job, expected_version)
 
-    def advance_cursor(self, job: Job, next_fire_at: datetime | None) -> bool:
-        """Move the cursor, conditional on the job's version; planners do not bump the version, so a
-        tenant's ``If-Match`` is not broken by planning. With no fire left the job leaves the due index."""
+    def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
+        """Move the cursor, conditional on the job's version and on the cursor as read: of two planners that
+        read the same job, one moves it (planners do not bump the version, so a tenant's ``If-Match`` is not
+        broken by planning). With no fire left the job leaves the due index."""
         update = Update()
         if next_fire_at is None:
             update.remove(tables.DUE_AT, tables.DUE_SHARD)
+            if last_fire_at is not None:
+                update.set(last_fire_at=to_epoch_ms(last_fire_at))
         else:
             update.set_many({tables.DUE_AT: to_epoch_ms(next_fire_at)})
         update.where(f"{update.name('version')} = {update.value(job.version)}")
         update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
-        return self._try_update(job, update)
-
-    def complete_if_exhausted(self, job: Job) -> bool:
-        """ACTIVE -> COMPLETED once the schedule has no fire left (its last run has finished)."""
-        update = Update().set(status=JobStatus.COMPLETED.value)
-        update.where(f"attribute_not_exists({update.name(tables.DUE_AT)})")
-        update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
-        update.where(f"{update.name('version')} = {update.value(job.version)}")
-        return self._try_update(job, update)
-
-    def _try_update(self, job: Job, update: Update) -> bool:
+        if job.next_fire_at is None:
+            update.where(f"attribute_not_exists({update.name(tables.DUE_AT)})")
+        else:
+            update.where(f"{update.name(tables.DUE_AT)} = {update.value(to_epoch_ms(job.next_fire_at))}")
         return update_if(
             self.client, TableName=self.table, Key=self._key(job.tenant_id, job.job_id), **update.expression()
         )
+
+    def complete(self, tenant_id: str, job_id: str) -> bool:
+        """ACTIVE -> COMPLETED once the schedule has no fire left; its quota slot is given back."""
+        update = Update().set(status=JobStatus.COMPLETED.value)
+        update.where(f"attribute_not_exists({update.name(tables.DUE_AT)})")
+        update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
+        items: list[Any] = [
+            {"Update": {"TableName": self.table, "Key": self._key(tenant_id, job_id), **update.expression()}},
+            {"Update": self._count(tenant_id, -1)},
+        ]
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as error:
+            if cancellation_codes(error)[:1] == ["ConditionalCheckFailed"]:
+                return False
+            raise
+        return True
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, job_id: str) -> Job:
@@ -177,17 +179,29 @@ class DynamoJobStore:
             raise NotFound(f"job {job_id!r} not found", field="job_id")
         return job_from_item(response["Item"])
 
-    def get_many(self, keys: list[tuple[str, str]]) -> list[Job]:
-        """The jobs of ``(tenant_id, job_id)`` keys, a hundred to a request, in the order asked; missing
-        ones are left out."""
+    def get_with_lane(self, tenant_id: str, job_id: str) -> tuple[Job, Lane]:
+        """One consistent query of the job's partition: its item and its lane."""
+        response = self.client.query(
+            TableName=self.table,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": tables.JOBS_PK},
+            ExpressionAttributeValues=to_item({":pk": tables.job_key(tenant_id, job_id)}),
+            ConsistentRead=True,
+        )
+        by_kind = {item[tables.JOBS_SK]["S"]: item for item in response["Items"]}
+        if tables.JOB_SK not in by_kind:
+            raise NotFound(f"job {job_id!r} not found", field="job_id")
+        lane = lane_from_item(by_kind[tables.LANE_SK]) if tables.LANE_SK in by_kind else Lane()
+        return job_from_item(by_kind[tables.JOB_SK]), lane
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Job]:
+        """The jobs of ``(tenant_id, job_id)`` keys, a hundred to a request, in the order asked; missing ones
+        are left out."""
         found: dict[tuple[str, str], Job] = {}
         for start in range(0, len(keys), BATCH_GET_SIZE):
             wanted: dict[str, Any] = {
                 self.table: {
-                    "Keys": [
-                        self._key(tenant_id, job_id)
-                        for tenant_id, job_id in keys[start : start + BATCH_GET_SIZE]
-                    ],
+                    "Keys": [self._key(t, j) for t, j in keys[start : start + BATCH_GET_SIZE]],
                     "ConsistentRead": True,
                 }
             }
@@ -202,12 +216,14 @@ class DynamoJobStore:
     def list_for_tenant(
         self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
     ) -> Page[Job]:
+        index_keys = (tables.JOB_TENANT, tables.JOB_ID, tables.JOBS_PK, tables.JOBS_SK)
         query: dict[str, Any] = {
             "TableName": self.table,
-            "KeyConditionExpression": "#pk = :tenant AND begins_with(#sk, :prefix)",
+            "IndexName": tables.JOBS_BY_TENANT_INDEX,
+            "KeyConditionExpression": "#tenant = :tenant",
             "ScanIndexForward": False,
-            "ExpressionAttributeNames": {"#pk": tables.JOBS_PK, "#sk": tables.JOBS_SK, "#status": "status"},
-            "ExpressionAttributeValues": to_item({":tenant": tenant_id, ":prefix": tables.JOB_SK_PREFIX}),
+            "ExpressionAttributeNames": {"#tenant": tables.JOB_TENANT, "#status": "status"},
+            "ExpressionAttributeValues": to_item({":tenant": tenant_id}),
         }
         if status is None:
             query["FilterExpression"] = "#status <> :cancelled"
@@ -216,18 +232,19 @@ class DynamoJobStore:
             query["FilterExpression"] = "#status = :status"
             query["ExpressionAttributeValues"].update(to_item({":status": status.value}))
         start = (
-            decode_cursor(
-                cursor, expected={tables.JOBS_PK: tenant_id}, fields=(tables.JOBS_PK, tables.JOBS_SK)
-            )
+            decode_cursor(cursor, expected={tables.JOB_TENANT: tenant_id}, fields=index_keys)
             if cursor
             else None
         )
-        items, last_key = collect_page(self.client, query, limit, start, (tables.JOBS_PK, tables.JOBS_SK))
-        return Page([job_from_item(item) for item in items], encode_cursor(last_key) if last_key else None)
+        if start is not None and not from_item(start)[tables.JOBS_PK].startswith(f"{tenant_id}/"):
+            raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor")
+        items, last_key = collect_page(self.client, query, limit, start, index_keys)
+        jobs = self.get_many([(tenant_id, item[tables.JOB_ID]["S"]) for item in items])
+        return Page(jobs, encode_cursor(last_key) if last_key else None)
 
-    def due_job_ids(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str, int]]:
-        """(tenant_id, job_id, next_fire_at ms) of the shard's jobs due by ``until``, earliest first."""
-        found: list[tuple[str, str, int]] = []
+    def due_jobs(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str]]:
+        """(tenant_id, job_id) of the shard's jobs due by ``until``, earliest first."""
+        found: list[tuple[str, str]] = []
         query: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": tables.DUE_INDEX,
@@ -239,23 +256,18 @@ class DynamoJobStore:
             **query, PaginationConfig={"MaxItems": limit}
         ):
             for item in page["Items"]:
-                values = from_item(item)
-                found.append(
-                    (
-                        values[tables.JOBS_PK],
-                        values[tables.JOBS_SK].removeprefix(tables.JOB_SK_PREFIX),
-                        values[tables.DUE_AT],
-                    )
-                )
+                tenant_id, _, job_id = item[tables.JOBS_PK]["S"].partition("/")
+                found.append((tenant_id, job_id))
         return found
 
     def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]:
         counts: dict[JobStatus, int] = {}
         for item in self._query_all(
-            KeyConditionExpression="#pk = :tenant AND begins_with(#sk, :prefix)",
+            IndexName=tables.JOBS_BY_TENANT_INDEX,
+            KeyConditionExpression="#tenant = :tenant",
             ProjectionExpression="#status",
-            ExpressionAttributeNames={"#pk": tables.JOBS_PK, "#sk": tables.JOBS_SK, "#status": "status"},
-            ExpressionAttributeValues=to_item({":tenant": tenant_id, ":prefix": tables.JOB_SK_PREFIX}),
+            ExpressionAttributeNames={"#tenant": tables.JOB_TENANT, "#status": "status"},
+            ExpressionAttributeValues=to_item({":tenant": tenant_id}),
         ):
             status = JobStatus(item["status"]["S"])
             counts[status] = counts.get(status, 0) + 1
@@ -263,7 +275,20 @@ class DynamoJobStore:
 
     # --- helpers ------------------------------------------------------------------------------------------
     def _key(self, tenant_id: str, job_id: str) -> dict[str, Any]:
-        return to_item({tables.JOBS_PK: tenant_id, tables.JOBS_SK: tables.job_sort_key(job_id)})
+        return to_item({tables.JOBS_PK: tables.job_key(tenant_id, job_id), tables.JOBS_SK: tables.JOB_SK})
+
+    def _count(self, tenant_id: str, delta: int, *, max_jobs: int | None = None) -> dict[str, Any]:
+        """The tenant's job count: up one (within ``max_jobs``) on create, down on cancel or completion."""
+        update = Update().add("job_count", delta)
+        if max_jobs is not None:
+            count = update.name("job_count")
+            update.where(f"attribute_exists({update.name(tables.TENANTS_PK)})")
+            update.where(f"attribute_not_exists({count}) OR {count} < {update.value(max_jobs)}")
+        return {
+            "TableName": self.tenants_table,
+            "Key": to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            **update.expression(),
+        }
 
     def _put_if_version(self, job: Job, expected_version: int) -> dict[str, Any]:
         return {
@@ -279,9 +304,9 @@ class DynamoJobStore:
                 "TableName": self.table,
                 "Item": to_item(
                     {
-                        tables.JOBS_PK: job.tenant_id,
-                        tables.JOBS_SK: tables.name_sort_key(job.name),
-                        "job_id": job.job_id,
+                        tables.JOBS_PK: tables.name_key(job.tenant_id, job.name),
+                        tables.JOBS_SK: tables.NAME_SK,
+                        "owner": job.job_id,
                     }
                 ),
                 "ConditionExpression": "attribute_not_exists(#pk)",
@@ -293,8 +318,11 @@ class DynamoJobStore:
         return {
             "Delete": {
                 "TableName": self.table,
-                "Key": to_item({tables.JOBS_PK: job.tenant_id, tables.JOBS_SK: tables.name_sort_key(name)}),
-                "ConditionExpression": "job_id = :job_id",
+                "Key": to_item(
+                    {tables.JOBS_PK: tables.name_key(job.tenant_id, name), tables.JOBS_SK: tables.NAME_SK}
+                ),
+                "ConditionExpression": "#owner = :job_id",
+                "ExpressionAttributeNames": {"#owner": "owner"},
                 "ExpressionAttributeValues": to_item({":job_id": job.job_id}),
             }
         }

@@ -342,13 +342,13 @@ def build_app(
         responses=_responses(400, 401, 404),
     )
     def list_runs(job_id: JobId, limit: Limit = 50, cursor: Cursor = None) -> RunPage:
-        page = get_runtime().service.list_runs(tenant(), job_id, limit=limit, cursor=cursor)
+        page = get_runtime().service.list_runs(tenant(), job_id, limit=limit, cursor=cursor, now=now())
         return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
 
     # --- runs ---------------------------------------------------------------------------------------------
     @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(400, 401, 404))
     def get_run(run_id: RunId) -> RunOut:
-        return RunOut.of(get_runtime().service.get_run(tenant(), run_id))
+        return RunOut.of(get_runtime().service.get_run(tenant(), run_id, now()))
 
     @app.post(
         "/v1/runs/<run_id>/retry",

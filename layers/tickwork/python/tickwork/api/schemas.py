@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
+from tickwork.app.service import JobDetails, TenantStats
 from tickwork.domain.models import (
     Instant,
     Job,
@@ -17,7 +18,6 @@ from tickwork.domain.models import (
     Schedule,
     StrictModel,
 )
-from tickwork.service import JobDetails, TenantStats
 
 
 class ErrorDetail(BaseModel):

@@ -110,6 +110,9 @@ class Planner:
             if any(d.message.run_id in unsent for d in dispatches):
                 continue  # the cursor stays: the next pass sends them again
             advanced = self._advance(job, plan)
+            if advanced:
+                # Counted by the pass that moved the cursor: racing or repeated passes count a fire once.
+                self.metrics.count("RunsPlanned", len(plan.run))
             results[job.job_id] = PlanResult(
                 sent=[d.message.run_id for d in dispatches],
                 missed=results[job.job_id].missed,
@@ -176,7 +179,6 @@ class Planner:
             logger.exception("sending planned fires failed", extra={"messages": len(dispatches)})
             return {d.message.run_id for d in dispatches}
         unsent.update(d.message.run_id for d in failed)
-        self.metrics.count("RunsPlanned", len(dispatches) - len(failed))
         return unsent
 
     def _advance(self, job: Job, plan: FirePlan) -> bool:

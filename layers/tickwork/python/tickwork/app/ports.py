@@ -129,6 +129,21 @@ class Lanes(Protocol):
         """Set (or clear) the lane's backfill chain if it is still at ``seen.version``; as :meth:`claim`."""
 
 
+class TenantSlots(Protocol):
+    """A tenant's in-flight limit: slot items of a few slots each, holders let go explicitly."""
+
+    def get(self, tenant_id: str, shard: int) -> Lane: ...
+
+    def claim(
+        self, tenant_id: str, shard: int, *, seen: Lane, holder: Holder, drop: Sequence[str]
+    ) -> Lane | None:
+        """As :meth:`Lanes.claim`, on the tenant's slot item ``shard``."""
+
+    def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool: ...
+
+    def release(self, tenant_id: str, shard: int, run_id: str, token: int) -> bool: ...
+
+
 class RunStore(Protocol):
     def get(self, tenant_id: str, run_id: str) -> Run:
         """Raises NotFound, also for another tenant's run."""

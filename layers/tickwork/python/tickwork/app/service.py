@@ -54,7 +54,9 @@ STATS_WINDOW = timedelta(hours=1)
 # The stats route reads at most this many recent runs in all (``sampled_runs`` says how many it read).
 STATS_SAMPLE = 10_000
 # Fires a job's history shows as ENQUEUED ahead of its stored runs, at most.
-SHOWN_AHEAD = 100
+SHOWN_AHEAD = 1000
+# A history cursor that continues among the fires in flight, before this fire (epoch ms).
+AHEAD_CURSOR = "a."
 
 
 @dataclass(frozen=True)
@@ -232,15 +234,30 @@ class JobService:
     def list_runs(
         self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None, now: datetime
     ) -> Page[Run]:
-        """Newest first: on the first page, the fires sent and not yet recorded (ENQUEUED, or RUNNING), then
-        the stored runs."""
+        """Newest first: the fires sent and not yet recorded (ENQUEUED, or RUNNING), then the stored runs.
+        A cursor either continues among the fires in flight (``a.<epoch ms>``) or among the stored runs."""
         job, lane = self.jobs.get_with_lane(tenant_id, job_id)
-        page = self.runs.list_for_job(tenant_id, job_id, limit=limit, cursor=cursor)
-        if cursor is not None:
-            return page
-        ahead = self._unrecorded(job, lane, page.items, now)
-        merged = sorted([*ahead, *page.items], key=lambda run: (run.scheduled_for, run.run_id), reverse=True)
-        return Page(merged[: max(limit, len(ahead))], page.next_cursor)
+        if cursor is not None and not cursor.startswith(AHEAD_CURSOR):
+            return self.runs.list_for_job(tenant_id, job_id, limit=limit, cursor=cursor)
+        before = _ahead_position(cursor) if cursor is not None else None
+        newest = self.runs.list_for_job(tenant_id, job_id, limit=1, cursor=None).items
+        ahead = sorted(
+            (
+                run
+                for run in self._unrecorded(job, lane, newest, now)
+                if before is None or run.scheduled_for < before
+            ),
+            key=lambda run: (run.scheduled_for, run.run_id),
+            reverse=True,
+        )
+        if len(ahead) > limit or (len(ahead) == limit and newest):
+            last = ahead[limit - 1]
+            return Page(ahead[:limit], f"{AHEAD_CURSOR}{to_epoch_ms(last.scheduled_for)}")
+        if len(ahead) == limit:
+            return Page(ahead, None)
+        stored = self.runs.list_for_job(tenant_id, job_id, limit=limit - len(ahead), cursor=None)
+        shown = {run.run_id for run in ahead}
+        return Page([*ahead, *(run for run in stored.items if run.run_id not in shown)], stored.next_cursor)
 
     def get_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         try:
@@ -352,13 +369,17 @@ class JobService:
         recorded = {run.run_id for run in stored}
         running = {run.run_id: run for run in self._running(job, lane) if run.run_id not in recorded}
         fires: list[datetime] = []
-        if job.status in (JobStatus.ACTIVE, JobStatus.PAUSED) and job.next_fire_at is not None:
+        # Sent so far: every fire before the cursor, or up to the last one once the schedule has run out.
+        sent_until = job.next_fire_at or (
+            job.last_fire_at + timedelta(microseconds=1) if job.last_fire_at else None
+        )
+        if job.status is not JobStatus.COMPLETED and sent_until is not None:
             newest = max((run.scheduled_for for run in stored if run.trigger == "schedule"), default=None)
             start = around if around is not None else newest or now - timedelta(minutes=1)
             fires = fire_times_between(
                 job.schedule,
                 start if around is not None else start + timedelta(microseconds=1),
-                job.next_fire_at,
+                sent_until,
                 anchor=first_fire_anchor(job),
                 limit=1 if around is not None else SHOWN_AHEAD,
             )
@@ -420,16 +441,26 @@ class JobService:
 
 
 def _enqueued(job: Job, fire: datetime) -> Run:
-    status = RunStatus.CANCELLED if job.status is JobStatus.CANCELLED else RunStatus.ENQUEUED
+    """A fire sent and not reached: ENQUEUED, or CANCELLED already when its job was (the worker records it
+    so when its message arrives)."""
+    cancelled = job.status is JobStatus.CANCELLED
     return Run(
         run_id=scheduled_run_id(job.job_id, fire),
         job_id=job.job_id,
         tenant_id=job.tenant_id,
         scheduled_for=fire,
-        status=status,
+        status=RunStatus.CANCELLED if cancelled else RunStatus.ENQUEUED,
         trigger="schedule",
         created_at=fire,
+        reason="job_cancelled" if cancelled else None,
     )
+
+
+def _ahead_position(cursor: str) -> datetime:
+    try:
+        return from_epoch_ms(int(cursor.removeprefix(AHEAD_CURSOR)))
+    except (ValueError, OverflowError, OSError) as error:
+        raise InvalidInput("cursor is not valid", field="cursor", code="invalid_cursor") from error
 
 
 def _running(job: Job, holder: Holder, record: Run | None) -> Run:

@@ -20,11 +20,12 @@ import math
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from tickwork import tables
 from tickwork.app.ports import (
     Clock,
     DeadLetters,
@@ -34,6 +35,7 @@ from tickwork.app.ports import (
     Metrics,
     RunQueue,
     RunStore,
+    TenantSlots,
     TenantStore,
 )
 from tickwork.domain.fires import (
@@ -45,7 +47,7 @@ from tickwork.domain.fires import (
     on_arrival,
     previous_fire,
 )
-from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders
+from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.lifecycle import TERMINAL, ensure_move
 from tickwork.domain.models import (
     Attempt,
@@ -106,11 +108,20 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Slot:
+    """A slot of the tenant's in-flight limit, held for one attempt."""
+
+    shard: int
+    holder: Holder
+
+
+@dataclass(frozen=True)
 class Lease:
     """The attempt a worker holds: its run, RUNNING, and its lane holder when the job has a lane."""
 
     run: Run
     holder: Holder | None
+    slot: Slot | None = None
 
 
 class Worker:
@@ -119,6 +130,7 @@ class Worker:
         *,
         jobs: JobStore,
         lanes: Lanes,
+        slots: TenantSlots,
         runs: RunStore,
         tenants: TenantStore,
         queue: RunQueue,
@@ -133,6 +145,7 @@ class Worker:
     ):
         self.jobs = jobs
         self.lanes = lanes
+        self.slots = slots
         self.runs = runs
         self.tenants = tenants
         self.queue = queue
@@ -193,12 +206,19 @@ class Worker:
                 return verdict
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
+            slot = self._take_slot(job, verdict.run, now)
+            if slot is False:
+                self.metrics.count("RunsHeldBack")
+                self.queue.send_later(message, HOLD_SECONDS)
+                return "held back: the tenant is at its in-flight limit"
+            taken = slot if isinstance(slot, Slot) else None
             if laned:
                 lease, lane_now = self._claim_lane(job, lane, verdict, records, message, now)
+                if lease is not None and not isinstance(lease, str):
+                    return self._attempt(message, job, replace(lease, slot=taken))
+                self._give_back(job, taken)
                 if isinstance(lease, str):
                     return lease
-                if lease is not None:
-                    return self._attempt(message, job, lease)
                 assert lane_now is not None
                 lane = lane_now
                 records = self._records(job, lane, message.run_id, before)
@@ -206,9 +226,44 @@ class Worker:
             else:
                 lease, stored = self._claim_run(job, verdict, now)
                 if lease is not None:
-                    return self._attempt(message, job, lease)
+                    return self._attempt(message, job, replace(lease, slot=taken))
+                self._give_back(job, taken)
         self.queue.send_later(message, HOLD_SECONDS)
         return "contended: sent again"
+
+    def _take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool:
+        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit, False when
+        every slot is taken. Slots are spread over a few items, so no item takes every run's write."""
+        limit = self.tenants.get(job.tenant_id).max_in_flight
+        if limit is None:
+            return True
+        shards = slot_shards(limit)
+        first = tables.stable_shard(run.run_id, len(shards))
+        lease_until = now + timedelta(seconds=_timeout_of(job)) + self.lease_margin
+        for offset in range(len(shards)):
+            shard = (first + offset) % len(shards)
+            for _ in range(CLAIM_TRIES):
+                slots = self.slots.get(job.tenant_id, shard)
+                live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
+                if len(live) >= shards[shard]:
+                    break
+                holder = Holder(
+                    run_id=run.run_id,
+                    token=slots.version + 1,
+                    attempt=run.attempt + 1,
+                    scheduled_for=run.scheduled_for,
+                    started_at=now,
+                    lease_until=lease_until,
+                    worker_id=self.worker_id,
+                )
+                gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
+                if self.slots.claim(job.tenant_id, shard, seen=slots, holder=holder, drop=gone) is None:
+                    return Slot(shard, holder)
+        return False
+
+    def _give_back(self, job: Job, slot: Slot | None) -> None:
+        if slot is not None:
+            self.slots.release(job.tenant_id, slot.shard, slot.holder.run_id, slot.holder.token)
 
     def _records(self, job: Job, lane: Lane, run_id: str, before: str | None) -> dict[str, Run]:
         wanted = {run_id, *lane.holders, *([before] if before else [])}
@@ -244,16 +299,14 @@ class Worker:
         token = stored.fencing_token if stored is not None else None
         running_holder = holder is not None and not ended(holder, token)
         if running_holder and holder is not None and holder.lease_until > now:
-            self.metrics.count("DuplicateDeliveriesAbsorbed")
-            return "duplicate: its attempt is running"
+            return self._look_again_after(message, holder.lease_until, now)
         if (
             stored is not None
             and stored.status is RunStatus.RUNNING
             and stored.lease_expires_at is not None
             and stored.lease_expires_at > now
         ):
-            self.metrics.count("DuplicateDeliveriesAbsorbed")
-            return "duplicate: its attempt is running"
+            return self._look_again_after(message, stored.lease_expires_at, now)
         if key.is_manual and stored is None:
             self.metrics.count("MessagesDropped")
             return "unknown manual run"
@@ -323,6 +376,14 @@ class Worker:
             self.queue.send_later(message, HOLD_SECONDS)
             return "contended: sent again"
         return Candidate(candidate.run, candidate.stored, candidate.stage, chain_until=to_epoch_ms(last))
+
+    def _look_again_after(self, message: RunMessage, lease_until: datetime, now: datetime) -> str:
+        """Another delivery's attempt holds the lease. It may be running, or its worker may have died with
+        this very message: come back once the lease has passed, to find the run ended or to take it over."""
+        self.metrics.count("DuplicateDeliveriesAbsorbed")
+        wait = math.ceil((lease_until - now).total_seconds()) + 1
+        self.queue.send_later(message, max(1, min(wait, MAX_DELAY_SECONDS)))
+        return "duplicate: its attempt is running; back after its lease"
 
     def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str:
         """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
@@ -480,8 +541,11 @@ class Worker:
         if run.attempt == 1 and run.lag_ms is not None:
             self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
         tenant = self.tenants.get(job.tenant_id)
-        result = self._call_with_heartbeat(job, lease, tenant)
-        status = self._record(job, lease, result)
+        try:
+            result = self._call_with_heartbeat(job, lease, tenant)
+            status = self._record(job, lease, result)
+        finally:
+            self._give_back(job, lease.slot)
         if message.chain_until is not None and status is not None:
             self._continue_chain(message, job, run, started=run.attempts[-1].started_at)
         return f"attempt {run.attempt}: {result.outcome.value}"
@@ -494,6 +558,12 @@ class Worker:
         def beat() -> None:
             while not stop.wait(lease_for.total_seconds() / 3):
                 until = self.clock() + lease_for
+                if lease.slot is not None:
+                    self.slots.heartbeat(
+                        job.tenant_id,
+                        lease.slot.shard,
+                        lease.slot.holder.model_copy(update={"lease_until": until}),
+                    )
                 if lease.holder is not None:
                     kept = self.lanes.heartbeat(
                         job.tenant_id, job.job_id, lease.holder.model_copy(update={"lease_until": until})

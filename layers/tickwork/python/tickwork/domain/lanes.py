@@ -20,6 +20,8 @@ from pydantic import Field
 from tickwork.domain.models import Instant, Job, StrictModel
 
 MAX_CONCURRENT_RUNS = 50
+# A tenant's in-flight limit is split over slot items of at most this many slots each.
+SLOTS_PER_SHARD = 10
 
 
 class Holder(StrictModel):
@@ -48,6 +50,13 @@ def capacity(job: Job) -> int | None:
     if job.overlap_policy in ("skip", "queue"):
         return 1
     return job.max_concurrent_runs
+
+
+def slot_shards(limit: int) -> list[int]:
+    """How many slots each of a tenant's slot items holds, for an in-flight limit of ``limit``."""
+    count = -(-limit // SLOTS_PER_SHARD)
+    base, extra = divmod(limit, count)
+    return [base + (1 if index < extra else 0) for index in range(count)]
 
 
 def ended(holder: Holder, recorded_token: int | None) -> bool:

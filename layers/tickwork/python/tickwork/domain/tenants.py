@@ -24,7 +24,8 @@ class Tenant(StrictModel):
     name: str
     status: str = "ACTIVE"
     max_jobs: int = Field(10_000, ge=1)
-    max_in_flight: int = Field(100, ge=1)
+    max_in_flight: int | None = Field(None, ge=1)
+    """At most this many of the tenant's attempts at once; None: no limit (fair queues share the workers)."""
     # Per second, over all of the tenant's tokens; API Gateway's stage limit still bounds the whole API.
     api_requests_per_second: int = Field(
         DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=MAX_API_REQUESTS_PER_SECOND

@@ -78,6 +78,59 @@ class FakeLanes:
             return None
 
 
+class FakeTenantSlots:
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, int], Lane] = {}
+        self.lock = threading.RLock()
+        self.writes = 0
+
+    def get(self, tenant_id: str, shard: int) -> Lane:
+        with self.lock:
+            return self.items.get((tenant_id, shard), Lane())
+
+    def claim(
+        self, tenant_id: str, shard: int, *, seen: Lane, holder: Holder, drop: Sequence[str]
+    ) -> Lane | None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, shard)
+            if current.version != seen.version:
+                return current
+            holders = {r: h for r, h in current.holders.items() if r not in drop}
+            holders[holder.run_id] = holder
+            self.items[(tenant_id, shard)] = current.model_copy(
+                update={"version": current.version + 1, "holders": holders}
+            )
+            return None
+
+    def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, shard)
+            held = current.holders.get(holder.run_id)
+            if held is None or held.token != holder.token:
+                return False
+            holders = {
+                **current.holders,
+                holder.run_id: held.model_copy(update={"lease_until": holder.lease_until}),
+            }
+            self.items[(tenant_id, shard)] = current.model_copy(
+                update={"version": current.version + 1, "holders": holders}
+            )
+            return True
+
+    def release(self, tenant_id: str, shard: int, run_id: str, token: int) -> bool:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, shard)
+            held = current.holders.get(run_id)
+            if held is None or held.token != token:
+                return False
+            holders = {r: h for r, h in current.holders.items() if r != run_id}
+            self.items[(tenant_id, shard)] = current.model_copy(update={"holders": holders})
+            return True
+
+
 class FakeJobStore:
     def __init__(self, lanes: FakeLanes, *, due_shards: int = tables.DEFAULT_DUE_SHARDS) -> None:
         self.lanes = lanes
@@ -155,7 +208,12 @@ class FakeJobStore:
     def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
         with self.lock:
             stored = self.jobs.get((job.tenant_id, job.job_id))
-            if stored is None or stored.version != job.version or stored.status is not JobStatus.ACTIVE:
+            if (
+                stored is None
+                or stored.version != job.version
+                or stored.status is not JobStatus.ACTIVE
+                or stored.next_fire_at != job.next_fire_at
+            ):
                 return False
             update: dict[str, Any] = {"next_fire_at": next_fire_at}
             if next_fire_at is None:
@@ -276,7 +334,7 @@ def _meets(stored: Run | None, expect: Expect) -> bool:
     return not (expect.token_below is not None and stored.fencing_token >= expect.token_below)
 
 
-@dataclass
+@dataclass(eq=False)
 class Queued:
     message: RunMessage
     visible_at: datetime
@@ -308,15 +366,21 @@ class FakeRunQueue:
             self.messages.append(Queued(message, self.clock() + timedelta(seconds=max(0, delay_seconds))))
             self.sent += 1
 
-    def receive(self, now: datetime | None = None, limit: int = 10) -> list[RunMessage]:
-        """Take (and delete) up to ``limit`` visible messages."""
-        moment = now or self.clock()
+    def receive(self, *, limit: int = 10, visibility: float = 30) -> list[Queued]:
+        """Up to ``limit`` visible messages, oldest first, hidden for ``visibility`` seconds: delete each
+        once handled, or it comes back (as SQS does)."""
+        moment = self.clock()
         with self.lock:
             visible = sorted((q for q in self.messages if q.visible_at <= moment), key=lambda q: q.visible_at)
             taken = visible[:limit]
             for queued in taken:
+                queued.visible_at = moment + timedelta(seconds=visibility)
+        return taken
+
+    def delete(self, queued: Queued) -> None:
+        with self.lock:
+            if queued in self.messages:
                 self.messages.remove(queued)
-        return [queued.message for queued in taken]
 
     def pending(self) -> list[Queued]:
         with self.lock:

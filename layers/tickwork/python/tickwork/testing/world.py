@@ -29,6 +29,7 @@ from tickwork.testing.fakes import (
     FakeRunQueue,
     FakeRunStore,
     FakeTenants,
+    FakeTenantSlots,
 )
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -63,6 +64,7 @@ class World:
 
     def __post_init__(self) -> None:
         self.lanes = FakeLanes()
+        self.slots = FakeTenantSlots()
         self.jobs = FakeJobStore(self.lanes, due_shards=2)
         self.runs = FakeRunStore()
         self.queue = FakeRunQueue(self.clock)
@@ -103,6 +105,7 @@ class World:
         return Worker(
             jobs=self.jobs,
             lanes=self.lanes,
+            slots=self.slots,
             runs=self.runs,
             tenants=self.tenants,
             queue=self.queue,
@@ -140,10 +143,12 @@ class World:
         return self.ticker.tick(self.clock(), [0, 1])
 
     def deliver(self, worker: Worker | None = None, *, limit: int = 100) -> list[str]:
-        """Hand every message visible now to the worker, one by one; returns what it did with each."""
+        """Hand every message visible now to the worker, one by one, deleting each once handled (a worker
+        that dies leaves its message to come back); returns what the worker did with each."""
         notes = []
-        for message in self.queue.receive(limit=limit):
-            notes.append((worker or self.default_worker).handle(message))
+        for queued in self.queue.receive(limit=limit):
+            notes.append((worker or self.default_worker).handle(queued.message))
+            self.queue.delete(queued)
         return notes
 
     def run_for(self, seconds: float, *, step: float = 1.0, tick_every: float = 1.0) -> None:
