@@ -3,6 +3,7 @@ Step Functions state machine, and classify the outcome for the retry policy."""
 
 from __future__ import annotations
 
+from tickwork.targets.aws import LazyClients, TargetClients, execution_name
 from tickwork.targets.envelope import (
     Delivery,
     envelope_body,
@@ -11,18 +12,9 @@ from tickwork.targets.envelope import (
     verify_signature,
     webhook_headers,
 )
-from tickwork.targets.invoke import (
-    Destination,
-    LazyClients,
-    Resolver,
-    TargetClients,
-    TargetResult,
-    check_redirect,
-    classify_status,
-    execution_name,
-    invoke,
-    resolve_destination,
-)
+from tickwork.targets.http import Destination, Resolver, check_redirect, resolve_destination
+from tickwork.targets.invoke import invoke
+from tickwork.targets.result import TargetResult, classify_status
 
 __all__ = [
     "Delivery",

@@ -1,0 +1,55 @@
+"""What one delivery attempt came to, and how an outcome is classified for the retry policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tickwork.domain.retry import OutcomeClass
+
+MAX_MESSAGE_CHARS = 500
+REFUSED_CODE = "target_not_allowed"
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    """What one delivery attempt came to. ``error_message`` is short and never holds header values or
+    secrets: it is stored on the run and shown to the tenant."""
+
+    outcome: OutcomeClass
+    status_code: int | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is OutcomeClass.SUCCESS
+
+
+def clip(text: str) -> str:
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def success(status_code: int | None = None) -> TargetResult:
+    return TargetResult(OutcomeClass.SUCCESS, status_code=status_code)
+
+
+def retryable(code: str, message: str, status_code: int | None = None) -> TargetResult:
+    return TargetResult(OutcomeClass.RETRYABLE, status_code, code, clip(message))
+
+
+def permanent(code: str, message: str, status_code: int | None = None) -> TargetResult:
+    return TargetResult(OutcomeClass.PERMANENT, status_code, code, clip(message))
+
+
+def refused(host: str) -> TargetResult:
+    return permanent(REFUSED_CODE, f"target host {host!r} is a private, loopback or link-local address")
+
+
+def classify_status(status: int) -> OutcomeClass:
+    """2xx succeeded; 408, 429 and 5xx may pass if tried again; anything else will not."""
+    if 200 <= status < 300:
+        return OutcomeClass.SUCCESS
+    if status in (408, 429) or 500 <= status < 600:
+        return OutcomeClass.RETRYABLE
+    return OutcomeClass.PERMANENT
