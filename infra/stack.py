@@ -186,7 +186,8 @@ class TickworkStack(Stack):
         # The API plans first fires inside the horizon at once, like the planner.
         storage.run_queue.grant_send_messages(api)
 
-        # The planner completes a job whose last fire it recorded MISSED (the tenant's job count).
+        # The planner completes a job whose last fire it recorded MISSED (the tenant's job count), and keeps
+        # the highest due-shard count in the tenants table.
         for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(planner, definition, write=True)
         storage.run_queue.grant_send_messages(planner)

@@ -31,4 +31,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "planned_runs": report.planned_runs,
         "missed_runs": report.missed_runs,
         "swept": report.swept,
+        "stray_shards": report.stray_shards,
     }

@@ -405,3 +405,63 @@ def test_runs_in_flight_show_in_the_api_before_they_are_stored(engine: Engine) -
     assert engine.run("acme", first).status is RunStatus.SUCCEEDED
     with pytest.raises(Exception, match="not found"):
         engine.run("acme", scheduled_run_id(job.job_id, START + timedelta(hours=2)))
+
+
+def test_lowering_the_due_shard_count_strands_no_job(engine: Engine) -> None:
+    from tickwork import tables
+    from tickwork.runtime import build_runtime
+
+    # Given jobs written while there were two due shards (due in five minutes, and in a day), and a planner
+    # that ran with two
+    soon, later = START + timedelta(minutes=5), START + timedelta(days=1)
+    jobs = {
+        fire_at: [
+            engine.create(
+                schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http("/shard")
+            ).job
+            for _ in range(8)
+        ]
+        for fire_at in (soon, later)
+    }
+    stray = [job for job in jobs[soon] + jobs[later] if tables.stable_shard(job.job_id, 2) == 1]
+    assert stray, "some jobs are in shard 1"
+    engine.tick()
+    # When the count is lowered to one
+    lowered = build_runtime(
+        engine.runtime.settings.model_copy(update={"due_shards": 1}),
+        dynamodb=engine.dynamodb,
+        sqs=engine.sqs,
+        metrics=engine.metrics,
+    )
+
+    def tick() -> Any:
+        return lowered.planner_tick.tick(engine.clock(), [0])
+
+    engine.clock.advance(minutes=4, seconds=55)
+    report = tick()
+    # Then the planner plans the stray shard's due jobs and moves the others home
+    assert report.stray_shards == [1]
+    assert report.due_jobs == 8
+    engine.clock.advance(seconds=5)
+    assert tick().stray_shards == [1]  # now empty: forgotten
+    assert tick().stray_shards == []
+    for job in jobs[later]:
+        item = engine.dynamodb.get_item(
+            TableName=tables.JOBS.default_name,
+            Key={
+                tables.JOBS_PK: {"S": tables.job_key("acme", job.job_id)},
+                tables.JOBS_SK: {"S": tables.JOB_SK},
+            },
+        )["Item"]
+        assert item[tables.DUE_SHARD]["N"] == "0"
+    engine.drain()
+    engine.clock.advance(days=1)
+    assert tick().due_jobs == 8
+    engine.drain()
+    # And every job fired once, at its time
+    for fire_at, created in jobs.items():
+        for job in created:
+            (run,) = engine.runs_of("acme", job.job_id)
+            assert run.status is RunStatus.SUCCEEDED
+            assert run.scheduled_for == fire_at
+    assert len(engine.receiver.for_path("/shard")) == 16

@@ -21,7 +21,7 @@ import boto3
 from botocore.config import Config
 
 from tickwork import tables
-from tickwork.adapters.jobs import DynamoJobStore
+from tickwork.adapters.jobs import DynamoDueShards, DynamoJobStore
 from tickwork.adapters.lanes import DynamoLanes, DynamoTenantSlots
 from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunQueue
 from tickwork.adapters.runs import DynamoRunStore
@@ -109,6 +109,15 @@ class Runtime:
         )
 
     @cached_property
+    def due_shards(self) -> DynamoDueShards:
+        return DynamoDueShards(
+            self.dynamodb,
+            table=self.settings.jobs_table,
+            tenants_table=self.settings.tenants_table,
+            due_shards=self.settings.due_shards,
+        )
+
+    @cached_property
     def lanes(self) -> DynamoLanes:
         return DynamoLanes(self.dynamodb, table=self.settings.jobs_table)
 
@@ -189,6 +198,7 @@ class Runtime:
             planner=self.planner,
             sweeper=self.sweeper,
             metrics=self.metrics,
+            due_shards=self.due_shards,
             max_jobs_per_tick=self.settings.planner_max_jobs_per_tick,
         )
 

@@ -171,6 +171,9 @@ TENANTS_PK = "pk"
 TENANT_PK_PREFIX = "tenant#"
 TOKEN_PK_PREFIX = "token#"  # noqa: S105 - a key prefix, not a secret
 RATE_LIMIT_PK_PREFIX = "ratelimit#"
+# The highest due-shard count planners have used, so that lowering the count strands no job.
+SHARD_COUNT_PK = "meta#due_shards"
+SHARD_COUNT_HIGH = "high"
 # A tenant's in-flight limit, over a few slot items ("inflight#<tenant>#<shard>") of ten slots each.
 IN_FLIGHT_PK_PREFIX = "inflight#"
 # The counter of the current fixed window: its start (epoch seconds) and the requests counted in it.

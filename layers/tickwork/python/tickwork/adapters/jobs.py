@@ -142,7 +142,14 @@ class DynamoJobStore:
             if last_fire_at is not None:
                 update.set(last_fire_at=to_epoch_ms(last_fire_at))
         else:
-            update.set_many({tables.DUE_AT: to_epoch_ms(next_fire_at)})
+            # The shard too, so a job left in a shard past a lowered count comes home (the index entry moves
+            # with the cursor anyway: no extra unit).
+            update.set_many(
+                {
+                    tables.DUE_AT: to_epoch_ms(next_fire_at),
+                    tables.DUE_SHARD: tables.stable_shard(job.job_id, self.due_shards),
+                }
+            )
         update.where(f"{update.name('version')} = {update.value(job.version)}")
         update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
         if job.next_fire_at is None:
@@ -372,3 +379,57 @@ def collect_page(
         start = response.get("LastEvaluatedKey")
         if not start:
             return items, None
+
+
+class DynamoDueShards:
+    """Stray due shards: when the shard count is lowered, jobs written under the higher count sit in shards
+    no planner queries. The highest count used is kept in one item; the planner that sweeps also plans and
+    moves the jobs of the shards past the current count, then forgets them once they are empty."""
+
+    def __init__(self, client: DynamoDBClient, *, table: str, tenants_table: str, due_shards: int):
+        self.client = client
+        self.table = table
+        self.tenants_table = tenants_table
+        self.due_shards = due_shards
+
+    def strays(self) -> list[int]:
+        key = to_item({tables.TENANTS_PK: tables.SHARD_COUNT_PK})
+        item = self.client.get_item(TableName=self.tenants_table, Key=key).get("Item")
+        high = int(from_item(item)[tables.SHARD_COUNT_HIGH]) if item else 0
+        if high < self.due_shards:
+            update = Update().set_many({tables.SHARD_COUNT_HIGH: self.due_shards})
+            name, count = update.name(tables.SHARD_COUNT_HIGH), update.value(self.due_shards)
+            update.where(f"attribute_not_exists({name}) OR {name} < {count}")
+            update_if(self.client, TableName=self.tenants_table, Key=key, **update.expression())
+            return []
+        return list(range(self.due_shards, high))
+
+    def rehome(self, shard: int, *, limit: int) -> bool:
+        response = self.client.query(
+            TableName=self.table,
+            IndexName=tables.DUE_INDEX,
+            KeyConditionExpression="#shard = :shard",
+            ExpressionAttributeNames={"#shard": tables.DUE_SHARD},
+            ExpressionAttributeValues=to_item({":shard": shard}),
+            Limit=limit,
+        )
+        for item in response["Items"]:
+            job_id = item[tables.JOBS_PK]["S"].partition("/")[2]
+            update = Update().set_many({tables.DUE_SHARD: tables.stable_shard(job_id, self.due_shards)})
+            update.where(f"{update.name(tables.DUE_SHARD)} = {update.value(shard)}")
+            key = {tables.JOBS_PK: item[tables.JOBS_PK], tables.JOBS_SK: item[tables.JOBS_SK]}
+            update_if(self.client, TableName=self.table, Key=key, **update.expression())
+        return not response["Items"]
+
+    def settle(self, strays: Sequence[int]) -> None:
+        if not strays:
+            return
+        update = Update().set_many({tables.SHARD_COUNT_HIGH: self.due_shards})
+        # Unless a planner with a higher count (a deployment rolling out) raised it meanwhile.
+        update.where(f"{update.name(tables.SHARD_COUNT_HIGH)} = {update.value(max(strays) + 1)}")
+        update_if(
+            self.client,
+            TableName=self.tenants_table,
+            Key=to_item({tables.TENANTS_PK: tables.SHARD_COUNT_PK}),
+            **update.expression(),
+        )

@@ -17,13 +17,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from tickwork.app.ports import Clock, Dispatch, Expect, JobStore, Lanes, Metrics, RunQueue, RunStore
+from tickwork.app.ports import (
+    Clock,
+    Dispatch,
+    DueShards,
+    Expect,
+    JobStore,
+    Lanes,
+    Metrics,
+    RunQueue,
+    RunStore,
+)
 from tickwork.domain.fires import FirePlan, plan_fires
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.observability import logger
 
 SEND_BATCH = 10  # SendMessageBatch's limit
+REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
 
 @dataclass(frozen=True)
@@ -197,6 +208,7 @@ class TickReport:
     missed_runs: int = 0
     capped: bool = False
     swept: int = 0
+    stray_shards: list[int] = field(default_factory=list)
 
 
 class Sweeps(Protocol):
@@ -206,7 +218,8 @@ class Sweeps(Protocol):
 
 
 class PlannerTick:
-    """The planner Lambda's tick: the due jobs of its shards, read in batches, planned; then the sweep."""
+    """The planner Lambda's tick: the due jobs of its shards, read in batches, planned. The planner that owns
+    shard 0 also sweeps, and looks after the shards past a lowered shard count."""
 
     def __init__(
         self,
@@ -215,6 +228,7 @@ class PlannerTick:
         planner: Planner,
         sweeper: Sweeps,
         metrics: Metrics,
+        due_shards: DueShards | None = None,
         max_jobs_per_tick: int = 5000,
         parallelism: int = 4,
     ):
@@ -222,11 +236,15 @@ class PlannerTick:
         self.planner = planner
         self.sweeper = sweeper
         self.metrics = metrics
+        self.due_shards = due_shards
         self.max_jobs_per_tick = max_jobs_per_tick
         self.parallelism = parallelism
 
     def tick(self, now: datetime, shards: list[int]) -> TickReport:
         started = time.perf_counter()
+        leading = 0 in shards
+        strays = self._strays() if leading else []
+        shards = [*shards, *strays]
         until = now + self.planner.lookahead
         with ThreadPoolExecutor(max_workers=max(1, min(self.parallelism, len(shards)))) as pool:
             per_shard = list(
@@ -235,16 +253,38 @@ class PlannerTick:
                 )
             )
         due = [key for keys in per_shard for key in keys]
-        report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick)
+        report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick, stray_shards=strays)
         jobs = self.jobs.get_many(due[: self.max_jobs_per_tick])
         for result in self.planner.plan_many(jobs, now):
             report.planned_runs += len(result.sent)
             report.missed_runs += len(result.missed)
-        report.swept = self.sweeper.sweep(now)
+        if strays:
+            self._rehome(strays)
+        if leading:
+            report.swept = self.sweeper.sweep(now)
         self.metrics.count("PlannerDueJobs", report.due_jobs)
         self.metrics.milliseconds("PlannerTickMs", (time.perf_counter() - started) * 1000)
         logger.info("planner tick", extra={"due_jobs": report.due_jobs, "planned": report.planned_runs})
         return report
+
+    def _strays(self) -> list[int]:
+        if self.due_shards is None:
+            return []
+        try:
+            return self.due_shards.strays()
+        except Exception:
+            logger.exception("reading the due shard count failed")
+            return []
+
+    def _rehome(self, strays: list[int]) -> None:
+        """Move a batch of each stray shard's jobs home; once every stray shard is empty, forget them."""
+        assert self.due_shards is not None
+        try:
+            emptied = [self.due_shards.rehome(shard, limit=REHOME_BATCH) for shard in strays]
+            if all(emptied):
+                self.due_shards.settle(strays)
+        except Exception:
+            logger.exception("moving jobs out of stray due shards failed", extra={"shards": strays})
 
 
 def send_delay(due_at: datetime, now: datetime) -> int:

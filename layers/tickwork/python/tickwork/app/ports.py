@@ -113,6 +113,19 @@ class JobStore(Protocol):
     def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]: ...
 
 
+class DueShards(Protocol):
+    """The due index's shards beyond the current count: jobs written while the count was higher."""
+
+    def strays(self) -> list[int]:
+        """Shards at or above the current count that may still hold jobs (empty unless it was lowered)."""
+
+    def rehome(self, shard: int, *, limit: int) -> bool:
+        """Move up to ``limit`` jobs of the stray ``shard`` into the current shards; True when it is empty."""
+
+    def settle(self, strays: Sequence[int]) -> None:
+        """None of ``strays`` holds a job any more: stop looking at them."""
+
+
 class Lanes(Protocol):
     def claim(
         self, tenant_id: str, job_id: str, *, seen: Lane, holder: Holder, drop: Sequence[str]
