@@ -1,17 +1,15 @@
-"""Shared pieces of the benchmarks: AWS call counting, CPU accounting that leaves AWS calls out, percentiles
-and markdown tables."""
+"""Shared pieces of the benchmarks: CPU accounting that leaves AWS calls out, profiles, percentiles and
+markdown tables. Requests and capacity units are counted by ``bench._cost_meter``."""
 
 from __future__ import annotations
 
 import cProfile
-import math
 import os
 import platform
 import pstats
 import statistics
 import threading
 import time
-from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -47,67 +45,6 @@ def machine() -> str:
         f"{os.cpu_count()} cores ({platform.machine()}), Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()}"
     )
-
-
-class CallCounter:
-    """Counts AWS requests by ``service.Operation`` with botocore event hooks, the items each DynamoDB
-    request writes or reads by table (a transaction's items twice, as DynamoDB bills them), and the
-    ScannedCount of queries. moto's own ConsumedCapacity figures ignore item sizes, so capacity units are
-    computed from these counts and measured item sizes (:meth:`capacity_units`)."""
-
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-        self.scanned: Counter[str] = Counter()
-        self.writes: defaultdict[str, float] = defaultdict(float)
-        self.reads: defaultdict[str, float] = defaultdict(float)
-        self._lock = threading.Lock()
-
-    def attach(self, client: Any) -> None:
-        events = client.meta.events
-        events.register("provide-client-params.*.*", self._params)
-        events.register("after-call.dynamodb.*", self._after_dynamodb)
-
-    def reset(self) -> None:
-        with self._lock:
-            for counter in (self.calls, self.scanned, self.writes, self.reads):
-                counter.clear()
-
-    def _params(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        service = model.service_model.service_name
-        with self._lock:
-            self.calls[f"{service}.{model.name}"] += 1
-            if service != "dynamodb":
-                return
-            table = params.get("TableName", "")
-            if model.name in ("PutItem", "UpdateItem", "DeleteItem"):
-                self.writes[table] += 1
-            elif model.name == "GetItem":
-                self.reads[table] += 1 if params.get("ConsistentRead") else 0.5
-            elif model.name == "TransactWriteItems":
-                for entry in params.get("TransactItems", []):
-                    action = next(iter(entry.values()))
-                    self.writes[action["TableName"]] += 2
-            elif model.name == "BatchWriteItem":
-                for name, requests in params.get("RequestItems", {}).items():
-                    self.writes[name] += len(requests)
-
-    def _after_dynamodb(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        if "ScannedCount" in parsed:
-            with self._lock:
-                self.scanned[model.name] += int(parsed["ScannedCount"])
-
-    def total(self, prefix: str = "") -> int:
-        return sum(count for name, count in self.calls.items() if name.startswith(prefix))
-
-    def capacity_units(self, item_bytes: dict[str, int]) -> tuple[float, float]:
-        """(WRU, RRU) of the counted requests, each table's items taken at ``item_bytes[table]``."""
-        write = sum(
-            weight * max(1, math.ceil(item_bytes.get(t, 0) / 1024)) for t, weight in self.writes.items()
-        )
-        read = sum(
-            weight * max(1, math.ceil(item_bytes.get(t, 0) / 4096)) for t, weight in self.reads.items()
-        )
-        return float(write), float(read)
 
 
 class AwsClock:

@@ -1,14 +1,16 @@
-"""The benchmarks' bookkeeping: lost, duplicate and early fires, expected cron fires, request and capacity
-counting. (Their timings are never asserted.)"""
+"""The benchmarks' bookkeeping: lost, duplicate and early fires, expected cron fires, requests per run and per
+planned job. (Their timings are never asserted; the meter's units are checked in test_cost_meter.)"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from bench._common import CallCounter, percentile
+from bench._common import percentile
+from bench._cost_meter import Tally
 from bench._moto import item_size
 from bench.lag import Arrival, Result, _cron_expected
+from bench.planner_scale import TickResult, per_job
+from bench.worker_cpu import per_run
 
 
 def test_lost_duplicate_and_early_fires_are_counted() -> None:
@@ -37,26 +39,43 @@ def test_percentile_interpolates() -> None:
     assert percentile([7.0], 99) == 7.0
 
 
-def test_call_counter_counts_operations_and_units(dynamodb: Any) -> None:
-    from tickwork import tables
-
-    counter = CallCounter()
-    counter.attach(dynamodb)
-    runs = tables.RUNS.default_name
-    key = {tables.RUNS_PK: {"S": "acme#r1"}, tables.RUNS_SK: {"S": "0"}}
-    item = {**key, "body": {"S": "x" * 1500}}
-    dynamodb.put_item(TableName=runs, Item=item)
-    dynamodb.get_item(TableName=runs, Key=key, ConsistentRead=True)
-    dynamodb.get_item(TableName=runs, Key=key)
-    dynamodb.transact_write_items(
-        TransactItems=[{"Put": {"TableName": runs, "Item": {**key, tables.RUNS_PK: {"S": "acme#r2"}}}}]
+def test_worker_requests_per_run_leave_the_event_source_mappings_calls_out() -> None:
+    tally = Tally()
+    tally.requests.update(
+        {
+            "dynamodb.Query": 20,
+            "dynamodb.UpdateItem": 10,
+            "dynamodb.PutItem": 10,
+            "sqs.ReceiveMessage": 2,
+            "sqs.DeleteMessage": 10,
+            "sqs.SendMessage": 1,
+        }
     )
-    assert counter.calls == {"dynamodb.PutItem": 1, "dynamodb.GetItem": 2, "dynamodb.TransactWriteItems": 1}
-    # One put plus a transaction item (2); a 1.5 KB item takes 2 WRU per write and 1 RRU per read.
-    assert counter.writes[runs] == 3
-    assert counter.reads[runs] == 1.5
-    wru, rru = counter.capacity_units({runs: item_size(item)})
-    assert (wru, rru) == (6.0, 1.5)
+    assert per_run(tally, 10) == {
+        "dynamodb.PutItem": 1.0,
+        "dynamodb.Query": 2.0,
+        "dynamodb.UpdateItem": 1.0,
+        "sqs.SendMessage": 0.1,
+    }
+
+
+def test_planner_requests_per_planned_job() -> None:
+    result = TickResult(
+        registered=1000,
+        due_jobs=200,
+        planned=200,
+        items_read=200,
+        requests={"dynamodb.UpdateItem": 200, "sqs.SendMessageBatch": 20, "dynamodb.Query": 20},
+        wru=200,
+        index_wru=400,
+        rru=210,
+        own_cpu_ms=80,
+        aws_cpu_ms=1000,
+        wall_ms=1100,
+    )
+    assert per_job(result, "dynamodb.UpdateItem") == 1.0
+    assert per_job(result, "sqs.SendMessageBatch") == 0.1
+    assert result.own_cpu_ms_per_job == 0.4
 
 
 def test_item_size_counts_names_and_values() -> None:
