@@ -584,12 +584,12 @@ def report(
         "",
         "Noteworthy:",
         "",
-        f"- sweeper: {sweeps.resent} runs re-sent, {sweeps.requeued} expired leases requeued, "
-        f"{sweeps.abandoned} abandoned",
+        f"- sweeper: {sweeps.repaired} stored runs whose message it sent (again)",
         "- worker: "
         + ", ".join(
             f"{name} {int(counters[name])}"
             for name in (
+                "RunsPlanned",
                 "RunsStarted",
                 "RunsSucceeded",
                 "RunsRetried",
@@ -597,6 +597,8 @@ def report(
                 "RunsFailed",
                 "RunsMissed",
                 "RunsSkipped",
+                "RunsHeldBack",
+                "RunsAbandoned",
                 "DuplicateDeliveriesAbsorbed",
                 "LeaseConflicts",
                 "LeasesExpired",
