@@ -43,8 +43,8 @@ TOKEN = "tw_bench-lag"  # noqa: S105 - a throwaway token of a local tenant
 WORKERS = 4
 APS_THREADS = 10
 # (expression with seconds first, APScheduler's `second` field, how many jobs)
-# How long to wait for the last fire after its time: moto's transactions copy whole tables, so the local
-# stack slows as its tables grow (a few runs/s at 1,000 runs).
+# How long to wait for the last fire after its time: moto serialises every DynamoDB call and copies the
+# tables a transaction touches (a one-time job's completion), so the local stack slows as its tables grow.
 WAIT_SECONDS = 120
 WAIT_PER_RUN = 0.6
 CRON_MIX = (("* * * * * *", "*", 4), ("*/5 * * * * *", "*/5", 2), ("*/15 * * * * *", "*/15", 2))
@@ -611,7 +611,8 @@ def markdown(lag: LagRun, command: str) -> str:
     dynamo = [
         (calls, mean) for name, (calls, mean, _) in lag.operations.items() if name.startswith("dynamodb.")
     ]
-    dynamo_ms = sum(calls * mean for calls, mean in dynamo) / max(1, sum(calls for calls, _ in dynamo))
+    dynamo_calls = sum(calls for calls, _ in dynamo)
+    dynamo_ms = sum(calls * mean for calls, mean in dynamo) / max(1, dynamo_calls)
     largest = max(
         (
             result
@@ -636,20 +637,24 @@ def markdown(lag: LagRun, command: str) -> str:
         f"  {faults['APScheduler']}.",
         "- tickwork's lag here is the local stack's throughput, and that is moto's: "
         + (
-            f"the {largest.expected:,}-run burst drained at {largest.throughput:.1f} runs/s. "
+            f"the {largest.expected:,}-run burst drained at {largest.throughput:.1f} runs/s, with "
+            f"{dynamo_calls / max(1, largest.unique):.1f} DynamoDB calls per run across the whole stack "
+            "(planner ticks included). "
             if largest is not None
             else ""
         )
-        + "A run costs 8 DynamoDB calls and",
-        "  an SQS delete (worker CPU section), each an HTTP round trip to moto's server in this process,",
-        "  serialised by the lock that stands in for DynamoDB's atomicity:",
-        f"  {dynamo_ms:.0f} ms per DynamoDB call on average here. tickwork's own CPU per run is a few",
-        "  milliseconds (worker CPU section). On AWS a",
-        "  DynamoDB call takes single-digit milliseconds and workers scale out; capacity.md models that.",
-        "- moto copies each table a transaction touches (a deep copy, for rollback), so the lease and the",
-        "  outcome, both transactions, cost O(items in the runs table): see `TransactWriteItems` below. Each",
-        "  tickwork workload therefore starts on a fresh stack with empty tables, and the local stack slows",
-        "  down as a burst fills its runs table.",
+        + "The worker's own part of a one-time run is 5 DynamoDB",
+        "  requests and of a recurring one 4 (worker CPU section); each is an HTTP round trip to moto's",
+        "  server in this process, serialised by the lock that stands in for DynamoDB's atomicity:",
+        f"  {dynamo_ms:.0f} ms per DynamoDB call on average here, lock wait apart. tickwork's own CPU per",
+        "  run is about 2 ms (worker CPU section). On AWS a DynamoDB call takes single-digit milliseconds",
+        "  and workers scale out; capacity.md models that.",
+        "- The one transaction of a one-time run is its job's completion (the job item and the tenant's job",
+        "  count). moto copies each table a transaction touches (a deep copy, for rollback), so it costs",
+        "  O(items in the jobs table) here: see `TransactWriteItems` below. Each tickwork workload starts on",
+        "  a fresh stack with empty tables. The cron jobs let their runs overlap (`overlap_policy: allow`),",
+        "  so their runs have no lane: a query of the job and two writes of the run item, and no",
+        "  transaction but at each job's last fire (before its `end_at`), which completes the job.",
         "- APScheduler fires from memory and a SQLite row, with no lease, no run record, no retry state and",
         "  no history: it has far less to do per fire, and nothing survives a crash mid-run. The comparison",
         "  shows the price of durable, exactly-once-started runs on a laptop against moto, not on AWS.",
