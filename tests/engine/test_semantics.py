@@ -236,3 +236,35 @@ def test_a_retry_too_far_for_sqs_is_sent_by_the_sweeper_on_time() -> None:
     (run,) = world.runs_of(job)
     assert run.attempt == 2
     assert world.calls_of(job)[1].at == START + timedelta(hours=1)
+
+
+def test_a_paused_jobs_fires_in_its_pause_are_not_listed_as_waiting() -> None:
+    """Sent before the pause, they are dropped by the worker and planned again on resume: not runs yet."""
+    world = World()
+    job = world.create(name="paused-list", schedule={"type": "rate", "every_seconds": 10})
+    world.run_for(11)
+    world.service.pause_job("acme", job.job_id, reason="quiet", actor="acme:default", now=world.clock())
+    listed = world.service.list_runs("acme", job.job_id, limit=10, cursor=None, now=world.clock()).items
+    assert [run.status for run in listed] == [RunStatus.SUCCEEDED]
+    world.run_for(30)
+    listed = world.service.list_runs("acme", job.job_id, limit=10, cursor=None, now=world.clock()).items
+    assert [run.status for run in listed] == [RunStatus.SUCCEEDED]
+
+
+def test_the_history_shows_recorded_fires_as_recorded_when_manual_runs_are_newer() -> None:
+    world = World()
+    job = world.create(name="manual-newest", schedule={"type": "rate", "every_seconds": 10})
+    world.run_for(21)  # fires at 10 s and 20 s ran
+    for key in ("a", "b", "c"):
+        world.service.trigger_job("acme", job.job_id, idempotency_key=key, now=world.clock())
+    world.run_for(2)
+    listed = world.service.list_runs("acme", job.job_id, limit=20, cursor=None, now=world.clock()).items
+    scheduled = sorted((run.scheduled_for - START, run.status) for run in listed if run.trigger == "schedule")
+    # The two fires that ran, then the ones sent ahead; none before the job was created
+    assert scheduled[:2] == [
+        (timedelta(seconds=10), RunStatus.SUCCEEDED),
+        (timedelta(seconds=20), RunStatus.SUCCEEDED),
+    ]
+    assert {status for _, status in scheduled[2:]} == {RunStatus.ENQUEUED}
+    assert all(offset > timedelta(seconds=20) for offset, _ in scheduled[2:])
+    assert [run.status for run in listed if run.trigger == "manual"] == [RunStatus.SUCCEEDED] * 3

@@ -55,6 +55,8 @@ STATS_WINDOW = timedelta(hours=1)
 STATS_SAMPLE = 10_000
 # Fires a job's history shows as ENQUEUED ahead of its stored runs, at most.
 SHOWN_AHEAD = 1000
+# The newest stored runs read to find where a job's unrecorded fires start (manual runs sort among them).
+RECENT_RUNS = 20
 # A history cursor that continues among the fires in flight, before this fire (epoch ms).
 AHEAD_CURSOR = "a."
 
@@ -240,17 +242,17 @@ class JobService:
         if cursor is not None and not cursor.startswith(AHEAD_CURSOR):
             return self.runs.list_for_job(tenant_id, job_id, limit=limit, cursor=cursor)
         before = _ahead_position(cursor) if cursor is not None else None
-        newest = self.runs.list_for_job(tenant_id, job_id, limit=1, cursor=None).items
+        recent = self.runs.list_for_job(tenant_id, job_id, limit=RECENT_RUNS, cursor=None)
         ahead = sorted(
             (
                 run
-                for run in self._unrecorded(job, lane, newest, now)
+                for run in self._unrecorded(job, lane, recent, now)
                 if before is None or run.scheduled_for < before
             ),
             key=lambda run: (run.scheduled_for, run.run_id),
             reverse=True,
         )
-        if len(ahead) > limit or (len(ahead) == limit and newest):
+        if len(ahead) > limit or (len(ahead) == limit and recent.items):
             last = ahead[limit - 1]
             return Page(ahead[:limit], f"{AHEAD_CURSOR}{to_epoch_ms(last.scheduled_for)}")
         if len(ahead) == limit:
@@ -268,7 +270,7 @@ class JobService:
                 raise
             job, lane = self.jobs.get_with_lane(tenant_id, key.job_id)
             fire = from_epoch_ms(key.fire_ms)
-            for run in self._unrecorded(job, lane, [], now, around=fire):
+            for run in self._unrecorded(job, lane, Page([]), now, around=fire):
                 if run.run_id == run_id:
                     return run
             raise
@@ -362,26 +364,32 @@ class JobService:
         return enqueued if written.ok else (written.current or run)
 
     def _unrecorded(
-        self, job: Job, lane: Lane, stored: list[Run], now: datetime, *, around: datetime | None = None
+        self, job: Job, lane: Lane, recent: Page[Run], now: datetime, *, around: datetime | None = None
     ) -> list[Run]:
-        """Fires sent and not yet recorded: RUNNING while the lane holds them, else ENQUEUED. ``around``
-        asks for one fire's (``get_run``)."""
-        recorded = {run.run_id for run in stored}
+        """Fires sent and not yet recorded: RUNNING while the lane holds them, else ENQUEUED. ``recent`` is
+        the newest stored runs: the fires after the newest scheduled one among them have not been recorded.
+        ``around`` asks for one fire's (``get_run``)."""
+        recorded = {run.run_id for run in recent.items}
         running = {run.run_id: run for run in self._running(job, lane) if run.run_id not in recorded}
         fires: list[datetime] = []
         # Sent so far: every fire before the cursor, or up to the last one once the schedule has run out.
         sent_until = job.next_fire_at or (
             job.last_fire_at + timedelta(microseconds=1) if job.last_fire_at else None
         )
+        if job.pause is not None and sent_until is not None:
+            # Fires sent for a time in the pause are not runs: the worker drops them, and resuming plans them.
+            sent_until = min(sent_until, job.pause.paused_at)
         if job.status is not JobStatus.COMPLETED and sent_until is not None:
-            newest = max((run.scheduled_for for run in stored if run.trigger == "schedule"), default=None)
-            start = around if around is not None else newest or now - timedelta(minutes=1)
+            if around is not None:
+                start, limit = around, 1
+            else:
+                start, limit = _after_recorded(job, recent) + timedelta(microseconds=1), SHOWN_AHEAD
             fires = fire_times_between(
                 job.schedule,
-                start if around is not None else start + timedelta(microseconds=1),
+                max(start, job.created_at),
                 sent_until,
                 anchor=first_fire_anchor(job),
-                limit=1 if around is not None else SHOWN_AHEAD,
+                limit=limit,
             )
         shown = list(running.values())
         for fire in fires:
@@ -438,6 +446,17 @@ class JobService:
     def _require_not_ended(job: Job, action: str) -> None:
         if job.status in (JobStatus.CANCELLED, JobStatus.COMPLETED):
             raise InvalidState(f"a {job.status.value.lower()} job cannot {action}", job_status=job.status)
+
+
+def _after_recorded(job: Job, recent: Page[Run]) -> datetime:
+    """Where the unrecorded fires start: after the newest stored scheduled run. Manual runs sort among
+    them by time; when the newest stored runs are all manual, none of the fires before them is shown."""
+    scheduled = [run.scheduled_for for run in recent.items if run.trigger == "schedule"]
+    if scheduled:
+        return max(scheduled)
+    if recent.next_cursor is not None:
+        return min(run.scheduled_for for run in recent.items)
+    return job.created_at - timedelta(microseconds=1)
 
 
 def _enqueued(job: Job, fire: datetime) -> Run:
