@@ -62,6 +62,8 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
     3653: "TEN_YEARS",
 }
 
+# Planner groups a stack can have (see StageConfig.planner_groups).
+PLANNER_GROUPS_MAX = 200
 # Time the worker keeps after a target call to record the attempt and answer SQS.
 WORKER_RECORDING_SECONDS = 10
 
@@ -79,7 +81,11 @@ class StageConfig(BaseModel):
 
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
-    planner_groups: int = Field(1, ge=1, le=64, description="EventBridge rules, each owning disjoint shards")
+    # At most 200: each group adds an EventBridge rule and its Lambda permission to the stack, whose other
+    # resources number under 100, and CloudFormation takes at most 500 resources in one stack.
+    planner_groups: int = Field(
+        1, ge=1, le=PLANNER_GROUPS_MAX, description="EventBridge rules, each owning disjoint shards"
+    )
     planner_horizon_seconds: int = Field(
         900, ge=120, le=900, description="how far ahead a job's fires are sent, in one cursor write"
     )

@@ -16,7 +16,8 @@ from infra.build_layers import (
     pip_command,
     runtime_requirements,
 )
-from infra.config import ConfigError, StageConfig
+from infra.config import PLANNER_GROUPS_MAX, ConfigError, StageConfig
+from tests.infra.conftest import FULL_CONTEXT, synthesize
 
 
 def _context(values: dict[str, Any]) -> Any:
@@ -76,6 +77,7 @@ def test_a_lookahead_past_the_horizon_is_refused_naming_it() -> None:
         ("alarm_email", "not-an-address"),
         ("planner_horizon_seconds", 1000),
         ("planner_lookahead_seconds", 30),
+        ("planner_groups", PLANNER_GROUPS_MAX + 1),
         ("no_such_setting", 1),
     ],
 )
@@ -97,6 +99,14 @@ def test_target_grants_group_patterns_by_action() -> None:
         "events:PutEvents": ["arn:aws:events:eu-west-1:123456789012:event-bus/default"],
     }
     assert StageConfig().target_grants == {}
+
+
+def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resources(tmp_path: Path) -> None:
+    """Each planner group adds an EventBridge rule and its Lambda permission to the one stack."""
+    context = {**FULL_CONTEXT, "tickwork:planner_groups": PLANNER_GROUPS_MAX, "tickwork:due_shards": 1024}
+    synthesized = synthesize(tmp_path, context)
+    assert len(synthesized.of_type("AWS::Events::Rule")) == PLANNER_GROUPS_MAX
+    assert len(synthesized.resources) <= 500
 
 
 @pytest.mark.parametrize(("shards", "groups"), [(16, 1), (16, 2), (16, 3), (32, 4), (4, 8)])
