@@ -48,6 +48,45 @@ def test_fires_that_fell_in_a_pause_follow_the_misfire_policy_on_resume(policy: 
     assert len(missed) == 9 - caught_up
 
 
+def pause_then_resume_after_nine_fires(world: World, job: Job) -> None:
+    """Fires 1 and 2 run; fires 3..11 fall in a pause; the job is resumed at 11.5 s."""
+    world.run_for(3)
+    world.service.pause_job("acme", job.job_id, reason="maintenance", actor="acme:default", now=world.clock())
+    world.run_for(8)
+    world.clock.advance(seconds=0.5)
+    world.deliver()  # fire 11's message arrived in the pause too
+    world.service.resume_job("acme", job.job_id, world.clock())
+
+
+def test_a_fire_once_catch_up_runs_even_when_its_message_arrives_after_the_next_fire() -> None:
+    world = World()
+    job = every_second(world, "fire_once", misfire_grace_seconds=0)
+    pause_then_resume_after_nine_fires(world, job)
+    # The workers are busy: the catch-up's message is handled at 12.5 s, after fire 12 is due
+    world.clock.advance(seconds=1)
+    world.run_for(2, step=0.05)
+    assert [s for s in seconds_of(world, job) if 3 <= s <= 12] == [11.0, 12.0]
+    caught_up = [
+        r
+        for r in world.runs_of(job)
+        if r.run_id == scheduled_run_id(job.job_id, START + timedelta(seconds=11))
+    ]
+    assert [r.status for r in caught_up] == [RunStatus.SUCCEEDED]
+
+
+def test_the_first_fire_after_a_resume_waits_for_the_backfill_of_the_pause() -> None:
+    world = World()
+    job = every_second(world, "backfill", misfire_grace_seconds=0)
+    pause_then_resume_after_nine_fires(world, job)
+    # Fire 12 is handled while the chain through 3..11 is at its first step
+    world.clock.advance(seconds=0.5)
+    world.deliver()
+    world.run_for(3, step=0.05)
+    calls = seconds_of(world, job)
+    assert [s for s in calls if 3 <= s <= 12] == [float(s) for s in range(3, 13)]
+    assert calls == sorted(calls)
+
+
 @pytest.mark.parametrize(
     ("policy", "runs", "status"), [("fire_once", 1, RunStatus.SUCCEEDED), ("skip", 0, RunStatus.MISSED)]
 )

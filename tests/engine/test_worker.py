@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -101,11 +102,38 @@ def test_a_fire_due_while_the_last_one_runs_waits_for_it_under_queue() -> None:
     world.clock.advance(seconds=5)
     world.deliver()
     assert seen == ["held back: sent again"]
-    world.clock.advance(seconds=1)  # 12 s: the held fire comes back, the lane is free
+    # Fire 1's end (at 11 s) sent the held fire again at once: it runs then, not when its message is back
     world.deliver()
     assert [c.scheduled_for for c in world.calls_of(job)] == [START + timedelta(seconds=s) for s in (5, 10)]
-    assert world.calls_of(job)[1].at == START + timedelta(seconds=12)
+    assert world.calls_of(job)[1].at == START + timedelta(seconds=11)
     assert world.most_in_flight["q5"] == 1
+    world.clock.advance(seconds=1)  # 12 s: the held message comes back, a duplicate
+    assert world.deliver() == ["duplicate: the run is SUCCEEDED"]
+
+
+def test_a_queue_job_slower_than_its_period_runs_back_to_back_and_coalesces_its_backlog() -> None:
+    world = World()
+    job = world.create(name="slow", schedule={"type": "rate", "every_seconds": 1}, overlap_policy="queue")
+    other = world.worker("w2")
+
+    def slow_call() -> TargetResult:
+        for _ in range(14):  # 1.4 s, while another worker takes the fires that come due
+            world.clock.advance(seconds=0.1)
+            world.deliver(other)
+        return OK
+
+    world.script["slow"] = [slow_call]
+    world.run_for(9, step=0.1)
+    calls = world.calls_of(job)
+    # Each run starts as the one before ends: no fire waits out a hold while the lane is free
+    assert all(b.at - a.at <= timedelta(seconds=1.5) for a, b in itertools.pairwise(calls))
+    assert len(calls) >= 6
+    fires = [c.scheduled_for for c in calls]
+    assert fires == sorted(set(fires))
+    assert world.most_in_flight["slow"] == 1
+    # A fire overtaken by the backlog is missed (only the latest overdue one can be on time), never run late
+    missed = [r for r in world.runs_of(job) if r.status is RunStatus.MISSED]
+    assert missed and {r.reason for r in missed} == {"superseded"}
 
 
 def test_queued_fires_of_a_backfill_job_run_one_at_a_time_in_order() -> None:

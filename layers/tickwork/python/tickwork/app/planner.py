@@ -162,7 +162,10 @@ class Planner:
         dispatches = [
             Dispatch(
                 RunMessage(
-                    tenant_id=job.tenant_id, run_id=scheduled_run_id(job.job_id, fire_at), sent_at=sent
+                    tenant_id=job.tenant_id,
+                    run_id=scheduled_run_id(job.job_id, fire_at),
+                    sent_at=sent,
+                    chain_until=_decided(job, fire_at, now),
                 ),
                 fire_at,
             )
@@ -285,6 +288,12 @@ class PlannerTick:
                 self.due_shards.settle(strays)
         except Exception:
             logger.exception("moving jobs out of stray due shards failed", extra={"shards": strays})
+
+
+def _decided(job: Job, fire_at: datetime, now: datetime) -> int | None:
+    """An overdue fire that `fire_once` runs late is sent as a chain of one: the policy has been applied, and
+    the worker must not apply it again (a fire of a 1-second job would be superseded by its arrival)."""
+    return to_epoch_ms(fire_at) if fire_at <= now and job.misfire_policy == "fire_once" else None
 
 
 def send_delay(due_at: datetime, now: datetime) -> int:

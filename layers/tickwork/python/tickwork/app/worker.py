@@ -195,7 +195,7 @@ class Worker:
         laned = capacity(job) is not None
         # A job with no lane leases the run item itself, whose conditional write tells a new fire from a
         # stored run: it is read first only when the message says it is stored (a retry, a manual run).
-        before = self._owed_before(job, key, message)
+        before = self._owed_before(job, key, message, lane)
         known = laned or key.is_manual or message.attempt is not None or before is not None
         records = self._records(job, lane, message.run_id, before) if known else {}
         stored = records.get(message.run_id)
@@ -221,6 +221,7 @@ class Worker:
                     return lease
                 assert lane_now is not None
                 lane = lane_now
+                before = self._owed_before(job, key, message, lane)
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
             else:
@@ -270,14 +271,25 @@ class Worker:
         return self.runs.find_many(job.tenant_id, job.job_id, sorted(wanted))
 
     @staticmethod
-    def _owed_before(job: Job, key: RunKey, message: RunMessage) -> str | None:
+    def _owed_before(job: Job, key: RunKey, message: RunMessage, lane: Lane) -> str | None:
         """For the fire of a job that takes its fires in order (overlap `queue`, misfire `backfill`): the run
-        id of the fire before it, which must be dealt with first."""
+        id of the fire before it, which must be dealt with first. The first fire after a change (a resume,
+        an update) comes after the last fire of a backfill chain the change started."""
         ordered = job.overlap_policy == "queue" or job.misfire_policy == "backfill"
         if not ordered or key.fire_ms is None or message.chain_until is not None:
             return None
-        earlier = previous_fire(job, from_epoch_ms(key.fire_ms), since=job.updated_at)
+        fire = from_epoch_ms(key.fire_ms)
+        earlier = previous_fire(job, fire, since=job.updated_at)
+        if earlier is None and lane.chain_until is not None and lane.chain_until < fire:
+            earlier = lane.chain_until
         return scheduled_run_id(job.job_id, earlier) if earlier is not None else None
+
+    def _waits_for_earlier(
+        self, job: Job, key: RunKey, message: RunMessage, lane: Lane, records: dict[str, Run]
+    ) -> bool:
+        """The fire before this one (see :meth:`_owed_before`) has not reached a worker yet."""
+        before = self._owed_before(job, key, message, lane)
+        return before is not None and before not in records and before not in lane.holders
 
     # --- deciding ---------------------------------------------------------------------------------------
     def _decide(
@@ -347,9 +359,15 @@ class Worker:
                     return "covered by a backfill chain"
                 arrival = on_arrival(job, fired, now)
                 if arrival is not Arrival.RUN:
-                    return self._end_unrun(job, candidate, RunStatus.MISSED, arrival.value, now)
+                    note = self._end_unrun(job, candidate, RunStatus.MISSED, arrival.value, now)
+                    self._hand_on(job, run)
+                    return note
                 if job.misfire_policy == "backfill" and is_superseded(job, fired, now):
                     return self._catch_up(job, lane, candidate, message, key, records, now)
+                if self._waits_for_earlier(job, key, message, lane, records):
+                    self.metrics.count("RunsHeldBack")
+                    self.queue.send_later(message, HOLD_SECONDS)
+                    return "held back: an earlier fire comes first"
         if candidate.stage is Stage.LOST:
             return self._lost(job, candidate, now)
         return candidate
@@ -366,8 +384,7 @@ class Worker:
     ) -> Candidate | str:
         """A backfill job's overdue fires run in order and paced: the oldest owed one starts a chain through
         every fire due by now, and the messages of the others, arriving meanwhile, are covered by it."""
-        before = self._owed_before(job, key, message)
-        if before is not None and before not in records and before not in lane.holders:
+        if self._waits_for_earlier(job, key, message, lane, records):
             self.metrics.count("RunsHeldBack")
             self.queue.send_later(message, HOLD_SECONDS)
             return "held back: an earlier fire comes first"
@@ -455,17 +472,6 @@ class Worker:
         run = candidate.run
         recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
         others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
-        before = self._owed_before(job, parse_run_id(run.run_id) or RunKey(job.job_id, None, None), message)
-        if (
-            candidate.stage is Stage.NEW
-            and before is not None
-            and before not in records
-            and before not in lane.holders
-        ):
-            # A `queue` job takes its fires in order: the one before this has not reached a worker yet.
-            self.metrics.count("RunsHeldBack")
-            self.queue.send_later(message, HOLD_SECONDS)
-            return "held back: an earlier fire comes first", None
         if len(others) >= limit:
             return self._held_back(job, candidate, message, now), None
         lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
@@ -548,6 +554,8 @@ class Worker:
             self._give_back(job, lease.slot)
         if message.chain_until is not None and status is not None:
             self._continue_chain(message, job, run, started=run.attempts[-1].started_at)
+        elif status in TERMINAL:
+            self._hand_on(job, run)
         return f"attempt {run.attempt}: {result.outcome.value}"
 
     def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
@@ -713,6 +721,20 @@ class Worker:
             self._send_dead_letter(run, error=_error_of(run.attempts[-1] if run.attempts else None))
         if message.chain_until is not None:
             self._continue_chain(message, job, run, started=None)
+
+    def _hand_on(self, job: Job, run: Run) -> None:
+        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane; send it now
+        rather than when its message comes back (the second message is absorbed as a duplicate)."""
+        if job.overlap_policy != "queue" or job.status is not JobStatus.ACTIVE or run.trigger != "schedule":
+            return
+        following = next_in_chain(job, run.scheduled_for, self.clock())
+        if following is not None:
+            message = RunMessage(
+                tenant_id=job.tenant_id,
+                run_id=scheduled_run_id(job.job_id, following),
+                sent_at=to_epoch_ms(self.clock()),
+            )
+            self.queue.send_later(message, 0)
 
     def _continue_chain(self, message: RunMessage, job: Job, run: Run, started: datetime | None) -> None:
         """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
