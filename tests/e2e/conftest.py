@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -162,3 +163,30 @@ def wait_for(condition: Any, *, timeout: float, interval: float = 0.1) -> Any:
             return value
         time.sleep(interval)
     return condition()
+
+
+LoggingState = tuple[list[tuple[logging.StreamHandler[Any], Any]], list[logging.Handler], bool]
+
+
+def saved_logging() -> LoggingState:
+    """The stack sends tickwork's and Powertools' logs to its log file; later tests expect them back."""
+    streams = [
+        (handler, handler.stream)
+        for handler in logging.getLogger("tickwork").handlers
+        if isinstance(handler, logging.StreamHandler)
+    ]
+    library = logging.getLogger("aws_lambda_powertools")
+    return streams, list(library.handlers), library.propagate
+
+
+def restore_logging(state: LoggingState) -> None:
+    streams, handlers, propagate = state
+    for handler, stream in streams:
+        opened = handler.setStream(stream)
+        if opened is not None and opened is not stream:
+            opened.close()
+    library = logging.getLogger("aws_lambda_powertools")
+    for added in [handler for handler in library.handlers if handler not in handlers]:
+        library.removeHandler(added)
+        added.close()
+    library.propagate = propagate

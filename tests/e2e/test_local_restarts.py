@@ -3,50 +3,21 @@ a run due while either was down is delivered once when it is back."""
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tickwork.domain.models import JobSpec
 from tickwork.runtime import runtime
 from tickwork_local.stack import LocalStack, running_in_thread
 
-from tests.e2e.conftest import wait_for
+from tests.e2e.conftest import restore_logging, saved_logging, wait_for
 from tests.support.engine import Receiver, start_receiver
 
 TENANT = "restarts"
 HORIZON_SECONDS = 1
-
-
-LoggingState = tuple[list[tuple[logging.StreamHandler[Any], Any]], list[logging.Handler], bool]
-
-
-def saved_logging() -> LoggingState:
-    """The stack sends tickwork's and Powertools' logs to its log file; later tests expect them back."""
-    streams = [
-        (handler, handler.stream)
-        for handler in logging.getLogger("tickwork").handlers
-        if isinstance(handler, logging.StreamHandler)
-    ]
-    library = logging.getLogger("aws_lambda_powertools")
-    return streams, list(library.handlers), library.propagate
-
-
-def restore_logging(state: LoggingState) -> None:
-    streams, handlers, propagate = state
-    for handler, stream in streams:
-        opened = handler.setStream(stream)
-        if opened is not None and opened is not stream:
-            opened.close()
-    library = logging.getLogger("aws_lambda_powertools")
-    for added in [handler for handler in library.handlers if handler not in handlers]:
-        library.removeHandler(added)
-        added.close()
-    library.propagate = propagate
 
 
 @pytest.fixture

@@ -121,11 +121,16 @@ class Received:
 @dataclass
 class Receiver:
     """A real webhook receiver on loopback. ``script[path]`` lists the statuses to answer, in order; the
-    last one repeats."""
+    last one repeats. ``delays[path]`` holds each answer back that many seconds; ``most_at_once[path]`` is
+    the most requests of a path it had in progress at the same time."""
 
     server: ThreadingHTTPServer
     requests: list[Received] = field(default_factory=list)
     script: dict[str, list[int]] = field(default_factory=dict)
+    delays: dict[str, float] = field(default_factory=dict)
+    most_at_once: dict[str, int] = field(default_factory=dict)
+    _in_progress: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def base_url(self) -> str:
@@ -149,13 +154,24 @@ def start_receiver() -> Iterator[Receiver]:
             assert receiver is not None
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
-            receiver.requests.append(Received(self.path, dict(self.headers.items()), body, time.time()))
-            statuses = receiver.script.get(self.path, [200])
-            status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
-            self.send_response(status)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
+            with receiver._lock:
+                receiver.requests.append(Received(self.path, dict(self.headers.items()), body, time.time()))
+                statuses = receiver.script.get(self.path, [200])
+                status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
+                now_in_progress = receiver._in_progress.get(self.path, 0) + 1
+                receiver._in_progress[self.path] = now_in_progress
+                receiver.most_at_once[self.path] = max(
+                    receiver.most_at_once.get(self.path, 0), now_in_progress
+                )
+            try:
+                time.sleep(receiver.delays.get(self.path, 0.0))
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            finally:
+                with receiver._lock:
+                    receiver._in_progress[self.path] -= 1
 
         def log_message(self, format: str, *args: Any) -> None:
             return
