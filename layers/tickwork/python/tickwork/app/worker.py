@@ -723,8 +723,8 @@ class Worker:
             self._continue_chain(message, job, run, started=None)
 
     def _hand_on(self, job: Job, run: Run) -> None:
-        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane; send it now
-        rather than when its message comes back (the second message is absorbed as a duplicate)."""
+        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane. Send it
+        now rather than when its message comes back (the second message is absorbed as a duplicate)."""
         if job.overlap_policy != "queue" or job.status is not JobStatus.ACTIVE or run.trigger != "schedule":
             return
         following = next_in_chain(job, run.scheduled_for, self.clock())
