@@ -432,7 +432,7 @@ def test_queued_fires_run_one_at_a_time_in_order_and_held_runs_never_reach_the_d
     # As deployed, with fewer receives allowed: a held run that counted as a failed receive would show
     sqs.set_queue_attributes(
         QueueUrl=queues["tickwork-runs"],
-        Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "3"})},
+        Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})},
     )
     api = Api(stack)
     path = "/overlap-queue"
@@ -443,14 +443,19 @@ def test_queued_fires_run_one_at_a_time_in_order_and_held_runs_never_reach_the_d
         target=http(receiver, path),
         overlap_policy="queue",
     )
-    time.sleep(9)
+    # A job firing every second whose target takes 1.4 s: fires come due while the last one runs
+    time.sleep(14)
     api.act(job["job_id"], "pause", {"reason": "done"})
+    assert wait_for(lambda: settled(api, job["job_id"]), timeout=10), unsettled(api, job["job_id"])
     calls = receiver.for_path(path)
-    assert len(calls) >= 5
+    # One at a time, in order, each as the one before ends (not after waiting out a hold)
     assert receiver.most_at_once[path] == 1
     times = [scheduled(request) for request in calls]
     assert times == sorted(times)
     assert len(set(times)) == len(times)
+    assert len(calls) >= 7, [request.at for request in calls]
+    # Held runs were sent again, never failed: none reached the dead-letter queue
+    time.sleep(3)
     attributes = sqs.get_queue_attributes(
         QueueUrl=dlq_url,
         AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
