@@ -5,10 +5,13 @@ coalescing, paced backfill, completion, cancel, schedule changes, and what the A
 from __future__ import annotations
 
 import itertools
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from tickwork.app.planner import Planner
+from tickwork.app.ports import Dispatch
 from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, scheduled_run_id
 from tickwork.targets import TargetResult
 from tickwork.testing.world import OK, START, UNAVAILABLE, World
@@ -307,3 +310,36 @@ def test_the_history_shows_recorded_fires_as_recorded_when_manual_runs_are_newer
     assert {status for _, status in scheduled[2:]} == {RunStatus.ENQUEUED}
     assert all(offset > timedelta(seconds=20) for offset, _ in scheduled[2:])
     assert [run.status for run in listed if run.trigger == "manual"] == [RunStatus.SUCCEEDED] * 3
+
+
+# --- planning ---------------------------------------------------------------------------------------------
+def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -> None:
+    world = World()
+    at = START + timedelta(minutes=5)
+    jobs = [
+        world.create(name=f"once-{n}", schedule={"type": "once", "at": at.isoformat()}) for n in range(250)
+    ]
+    elapsed = itertools.count(0, 2)  # the pass takes 2 s between two looks at the timer
+    planner = Planner(
+        jobs=world.jobs,
+        runs=world.runs,
+        lanes=world.lanes,
+        queue=world.queue,
+        metrics=world.metrics,
+        horizon=world.horizon,
+        lookahead=world.lookahead,
+        timer=lambda: float(next(elapsed)),
+    )
+    sends: list[tuple[int, datetime]] = []
+    send = world.queue.send
+
+    def recorded(dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
+        sends.append((len(dispatches), now))
+        return send(dispatches, now)
+
+    world.queue.send = recorded  # type: ignore[method-assign]
+    now = at - timedelta(seconds=5)
+    results = planner.plan_many(jobs, now)
+    assert sum(len(result.sent) for result in results) == 250
+    # Sent in chunks, each dated by when it went out, so its delays are not counted from the pass's start
+    assert [(count, (when - now).total_seconds()) for count, when in sends] == [(100, 2), (100, 4), (50, 6)]

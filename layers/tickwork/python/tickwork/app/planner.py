@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +34,10 @@ from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.observability import logger
 
 SEND_BATCH = 10  # SendMessageBatch's limit
+# Sends are dated by when they go out, in chunks of this many messages, once a pass has run this long: a
+# delay counted from the start of a long pass would make its last fires late.
+SEND_CHUNK = 100
+SEND_DRIFT = timedelta(milliseconds=500)
 REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
 
@@ -73,6 +77,7 @@ class Planner:
         metrics: Metrics,
         horizon: timedelta,
         lookahead: timedelta,
+        timer: Callable[[], float] = time.monotonic,
     ):
         self.jobs = jobs
         self.runs = runs
@@ -80,6 +85,7 @@ class Planner:
         self.queue = queue
         self.metrics = metrics
         self.horizon = horizon
+        self.timer = timer
         self.lookahead = lookahead
         """A job is planned once its cursor is this close: it is then planned up to ``horizon`` ahead, so one
         cursor write covers many fires."""
@@ -100,6 +106,7 @@ class Planner:
     ) -> list[PlanResult]:
         """Plan the due jobs among ``jobs``. A job whose writes fail keeps its cursor (the next pass plans it
         again) and does not stop the others."""
+        started = self.timer()
         results: dict[str, PlanResult] = {}
         outgoing: list[tuple[Job, FirePlan, list[Dispatch]]] = []
         for job in jobs:
@@ -116,7 +123,7 @@ class Planner:
                 continue
             outgoing.append((job, plan, self._dispatches(job, plan, now)))
             results[job.job_id] = PlanResult(missed=missed, next_fire_at=job.next_fire_at)
-        unsent = self._send([d for _, _, ds in outgoing for d in ds], now)
+        unsent = self._send([d for _, _, ds in outgoing for d in ds], now, started)
         for job, plan, dispatches in outgoing:
             if any(d.message.run_id in unsent for d in dispatches):
                 continue  # the cursor stays: the next pass sends them again
@@ -182,17 +189,18 @@ class Planner:
             dispatches.insert(0, Dispatch(message, now))
         return dispatches
 
-    def _send(self, dispatches: list[Dispatch], now: datetime) -> set[str]:
-        """Run ids whose message did not go out."""
+    def _send(self, dispatches: list[Dispatch], now: datetime, started: float) -> set[str]:
+        """Run ids whose message did not go out. Each chunk's delays count from when it is sent."""
         unsent: set[str] = set()
-        if not dispatches:
-            return unsent
-        try:
-            failed = self.queue.send(dispatches, now)
-        except Exception:
-            logger.exception("sending planned fires failed", extra={"messages": len(dispatches)})
-            return {d.message.run_id for d in dispatches}
-        unsent.update(d.message.run_id for d in failed)
+        for first in range(0, len(dispatches), SEND_CHUNK):
+            chunk = dispatches[first : first + SEND_CHUNK]
+            elapsed = timedelta(seconds=self.timer() - started)
+            try:
+                failed = self.queue.send(chunk, now + elapsed if elapsed >= SEND_DRIFT else now)
+            except Exception:
+                logger.exception("sending planned fires failed", extra={"messages": len(chunk)})
+                failed = chunk
+            unsent.update(d.message.run_id for d in failed)
         return unsent
 
     def _advance(self, job: Job, plan: FirePlan) -> bool:
