@@ -148,6 +148,7 @@ class LocalStack:
         self.data_dir = Path(data_dir) if data_dir else None
         self.log_file = Path(log_file) if log_file else (self.data_dir or Path(".tickwork")) / "tickwork.log"
         self.tick_seconds = tick_seconds
+        self.restored_jobs: list[tuple[str, str]] = []
         self.workers = workers
         self.out = out
         self.stop = threading.Event()
@@ -238,13 +239,30 @@ class LocalStack:
         import boto3
 
         dynamodb = boto3.client("dynamodb")
+        from tickwork import tables
+
         snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
         count = 0
         for table, items in snapshot.items():
             for item in items:
                 dynamodb.put_item(TableName=table, Item=item)
                 count += 1
+                if table == tables.JOBS.default_name and item.get("status") == {"S": "ACTIVE"}:
+                    self.restored_jobs.append((item[tables.JOB_TENANT]["S"], item[tables.JOB_ID]["S"]))
         return count
+
+    def replan_restored(self) -> None:
+        """The queue is not saved: the fires of the restored jobs that were sent and not recorded are planned
+        again, under each job's misfire policy (those whose time passed while the stack was down)."""
+        from tickwork.observability import logger
+        from tickwork.runtime import runtime
+
+        service, now = runtime().service, datetime.now(UTC)
+        for tenant_id, job_id in self.restored_jobs:
+            try:
+                service.replan_unrecorded(tenant_id, job_id, now)
+            except Exception:
+                logger.exception("planning a restored job again failed", extra={"job_id": job_id})
 
     def save(self) -> None:
         if self.data_dir is None:
@@ -467,6 +485,7 @@ class LocalStack:
             runtime.cache_clear()
             current = runtime()
             current.metrics = self.metrics
+            self.replan_restored()
             tenants = self.seed_tenants()
             server = serve(
                 Gateway(HandlerPool(make_api_handler), authorizer_handler),

@@ -240,3 +240,44 @@ def test_default_tenant_and_state_kept_across_a_restart(tmp_path: Any, receiver:
         assert (status, kept["name"]) == (200, created["name"])
     finally:
         stop_local(second)
+
+
+def test_fires_queued_at_a_stop_follow_the_misfire_policy_after_a_restart(
+    tmp_path: Any, receiver: Receiver
+) -> None:
+    import time
+
+    from tests.e2e.conftest import start_local, stop_local
+
+    # Given one-time jobs whose fires are already in the queue when the stack stops, before their time
+    first = start_local(tmp_path, tenants="acme:tw_e2e_acme")
+    at = datetime.now(UTC) + timedelta(seconds=4)
+    ids = {}
+    try:
+        for policy in ("fire_once", "skip"):
+            body = job(receiver, f"/queued-{policy}", {"type": "once", "at": at.isoformat()})
+            status, created = first.call(
+                "POST", "/v1/jobs", body={**body, "misfire_policy": policy, "misfire_grace_seconds": 1}
+            )
+            assert status == 201, created
+            ids[policy] = created["job_id"]
+    finally:
+        stop_local(first)
+    # When it starts again on the same directory after their time and grace have passed
+    time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds() + 2))
+    second = start_local(tmp_path, tenants="acme:tw_e2e_acme")
+    try:
+        # Then each follows its policy: fire_once runs it once, late; skip records it MISSED; both complete
+        def outcome(policy: str) -> tuple[str, list[str]]:
+            _, found = second.call("GET", f"/v1/jobs/{ids[policy]}")
+            _, runs = second.call("GET", f"/v1/jobs/{ids[policy]}/runs")
+            return found["status"], [run["status"] for run in runs["items"]]
+
+        assert wait_for(lambda: outcome("fire_once") == ("COMPLETED", ["SUCCEEDED"]), timeout=10), outcome(
+            "fire_once"
+        )
+        assert wait_for(lambda: outcome("skip") == ("COMPLETED", ["MISSED"]), timeout=10), outcome("skip")
+        assert len(receiver.for_path("/queued-fire_once")) == 1
+        assert receiver.for_path("/queued-skip") == []
+    finally:
+        stop_local(second)

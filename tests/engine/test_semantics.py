@@ -312,6 +312,31 @@ def test_the_history_shows_recorded_fires_as_recorded_when_manual_runs_are_newer
     assert [run.status for run in listed if run.trigger == "manual"] == [RunStatus.SUCCEEDED] * 3
 
 
+# --- a lost run queue -------------------------------------------------------------------------------------
+def test_fires_whose_messages_were_lost_with_the_queue_are_planned_again_under_the_policy() -> None:
+    world = World()
+    recurring = every_second(world, "fire_once", misfire_grace_seconds=0)
+    once = world.create(
+        name="once", schedule={"type": "once", "at": (START + timedelta(seconds=6)).isoformat()}
+    )
+    world.run_for(3)  # fires 1 and 2 ran; everything up to the horizon was sent
+    world.queue.messages.clear()  # the queue is gone (a local stack stopped and started from its tables)
+    world.clock.advance(seconds=5.5)  # 8.5 s: fires 3..8 and the one-time job's time passed meanwhile
+    for job in (recurring, once):
+        world.service.replan_unrecorded("acme", job.job_id, world.clock())
+    world.run_for(3, step=0.05)
+    # The recurring job caught up once (the latest), then went on; the one-time job ran and completed
+    assert [s for s in seconds_of(world, recurring) if s <= 11] == [1.0, 2.0, 8.0, 9.0, 10.0, 11.0]
+    assert [r.reason for r in world.runs_of(recurring) if r.status is RunStatus.MISSED] == ["misfire"] * 5
+    assert len(world.calls_of(once)) == 1
+    assert world.job(once).status is JobStatus.COMPLETED
+    # Planning again (a second restart) runs no fire twice: recorded fires absorb their second message
+    world.service.replan_unrecorded("acme", recurring.job_id, world.clock())
+    world.run_for(2, step=0.05)
+    fires = seconds_of(world, recurring)
+    assert len(fires) == len(set(fires)) and fires[-1] >= 13
+
+
 # --- planning ---------------------------------------------------------------------------------------------
 def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -> None:
     world = World()

@@ -201,6 +201,21 @@ class JobService:
             job = self._plan(resumed, now)
         return self._details(job, now)
 
+    def replan_unrecorded(self, tenant_id: str, job_id: str, now: datetime) -> Job:
+        """The run queue was lost (a local stack started again from its saved tables): the fires sent and
+        not recorded are planned again from the first of them, under the misfire policy. A fire recorded
+        meanwhile absorbs its second message; one whose attempt was running is taken over."""
+        job = self.jobs.get(tenant_id, job_id)
+        if job.status is not JobStatus.ACTIVE:
+            return job
+        recent = self.runs.list_for_job(tenant_id, job_id, limit=RECENT_RUNS, cursor=None)
+        first = next_fire_time(job.schedule, _after_recorded(job, recent), anchor=first_fire_anchor(job))
+        if first is None or (job.next_fire_at is not None and first >= job.next_fire_at):
+            return job
+        rewound = next_version(job, now, next_fire_at=first, last_fire_at=None)
+        self.jobs.save(rewound, expected_version=job.version)
+        return self._plan(rewound, now)
+
     def cancel_job(self, tenant_id: str, job_id: str, now: datetime) -> JobDetails:
         """Fires not started end CANCELLED as they reach a worker (or at once, when shown); a running attempt
         finishes, and is not retried."""
