@@ -62,12 +62,27 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
     3653: "TEN_YEARS",
 }
 
-# Planner groups a stack can have (see StageConfig.planner_groups).
-PLANNER_GROUPS_MAX = 200
+# CloudFormation takes at most 500 resources in one stack. Each planner group adds 2 (its EventBridge rule and
+# Lambda permission) and each worker function past the first 7 (function, role, policy, log group, event
+# source mapping, errors and throttles alarms); the stack's other resources number under 100.
+STACK_RESOURCES_MAX = 500
+OTHER_RESOURCES = 100
+RESOURCES_PER_PLANNER_GROUP = 2
+RESOURCES_PER_WORKER_FUNCTION = 7
+# Planner groups a stack can have (see StageConfig.planner_groups), with one worker function.
+PLANNER_GROUPS_MAX = (STACK_RESOURCES_MAX - OTHER_RESOURCES) // RESOURCES_PER_PLANNER_GROUP
+# Worker functions a stack can have (see StageConfig.worker_functions).
+WORKER_FUNCTIONS_MAX = 10
 # Time the worker keeps after a target call to record the attempt and answer SQS.
 WORKER_RECORDING_SECONDS = 10
 
 StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,19}$")]
+
+
+def planner_groups_max(worker_functions: int = 1) -> int:
+    """The most planner groups a stack with this many worker functions holds within CloudFormation's limit."""
+    room = STACK_RESOURCES_MAX - OTHER_RESOURCES - RESOURCES_PER_WORKER_FUNCTION * (worker_functions - 1)
+    return min(PLANNER_GROUPS_MAX, room // RESOURCES_PER_PLANNER_GROUP)
 
 
 class ConfigError(ValueError):
@@ -81,8 +96,8 @@ class StageConfig(BaseModel):
 
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
-    # At most 200: each group adds an EventBridge rule and its Lambda permission to the stack, whose other
-    # resources number under 100, and CloudFormation takes at most 500 resources in one stack.
+    # At most 200 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
+    # resources in one stack.
     planner_groups: int = Field(
         1, ge=1, le=PLANNER_GROUPS_MAX, description="EventBridge rules, each owning disjoint shards"
     )
@@ -98,7 +113,15 @@ class StageConfig(BaseModel):
 
     # worker
     worker_batch_size: int = Field(10, ge=1, le=100)
-    worker_max_concurrency: int = Field(50, ge=2, le=1000)
+    worker_max_concurrency: int = Field(50, ge=2, le=1000, description="MaximumConcurrency of each mapping")
+    # At most 10: every execution holds a batch in flight, and ten mappings at 1,000 executions with batches
+    # of 10 hold 100,000 messages, under the about 120,000 in flight a standard queue allows.
+    worker_functions: int = Field(
+        1,
+        ge=1,
+        le=WORKER_FUNCTIONS_MAX,
+        description="identical worker functions, each with its own event source mapping on the run queue",
+    )
     worker_memory_mb: int = Field(512, ge=128, le=10240)
     worker_timeout_seconds: int = Field(120, ge=30, le=900)
     max_receive_count: int = Field(5, ge=1, le=1000)
@@ -157,6 +180,18 @@ class StageConfig(BaseModel):
         if horizon is not None and seconds > horizon:
             raise ValueError(f"must not exceed planner_horizon_seconds ({horizon})")
         return seconds
+
+    @field_validator("worker_functions")
+    @classmethod
+    def _within_the_stacks_resources(cls, functions: int, info: ValidationInfo) -> int:
+        groups = info.data.get("planner_groups")
+        most = planner_groups_max(functions)
+        if groups is not None and groups > most:
+            raise ValueError(
+                f"{functions} worker functions leave room for at most {most} planner_groups, not {groups}: "
+                f"CloudFormation takes at most {STACK_RESOURCES_MAX} resources in one stack"
+            )
+        return functions
 
     @property
     def max_target_timeout_seconds(self) -> int:

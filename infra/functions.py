@@ -20,6 +20,11 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 
 
+def numbered(name: str, number: int) -> str:
+    """``Worker``, ``Worker2``, ``Worker3``: the first of several identical parts keeps a lone one's id."""
+    return name if number == 1 else f"{name}{number}"
+
+
 class TickworkFunction(Construct):
     """A handler from ``functions/<name>``: arm64, Python 3.13, JSON logs to its own log group with a
     retention period, X-Ray tracing, and a role that can write only to that log group."""

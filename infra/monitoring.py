@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -14,6 +16,7 @@ from constructs import Construct
 from tickwork.observability import NAMESPACE, SERVICE
 
 from infra.config import StageConfig
+from infra.functions import numbered
 
 AT_LEAST = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 MINUTE = Duration.minutes(1)
@@ -45,7 +48,7 @@ class Monitoring(Construct):
         config: StageConfig,
         key: kms.IKey,
         planner: lambda_.Function,
-        worker: lambda_.Function,
+        workers: Sequence[lambda_.Function],
         api: lambda_.Function,
         run_queue: sqs.Queue,
         run_dlq: sqs.Queue,
@@ -82,7 +85,13 @@ class Monitoring(Construct):
             evaluation_periods=3,
             description="Runs wait in the queue: workers are throttled, failing or too few.",
         )
-        for role, function in (("Worker", worker), ("Planner", planner), ("Api", api)):
+        # Every worker function has its own pair: Worker, Worker2, ...
+        functions = [
+            *((numbered("Worker", number), worker) for number, worker in enumerate(workers, 1)),
+            ("Planner", planner),
+            ("Api", api),
+        ]
+        for role, function in functions:
             self._alarm(
                 f"{role}Errors",
                 function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
@@ -157,12 +166,17 @@ class Monitoring(Construct):
                         dimensions_map={"FunctionName": worker.function_name},
                         statistic="Maximum",
                         period=MINUTE,
-                        label="concurrency",
+                        label=numbered("concurrency", number),
                     )
+                    for number, worker in enumerate(workers, 1)
                 ],
                 right=[
-                    worker.metric_errors(period=MINUTE, label="errors"),
-                    worker.metric_throttles(period=MINUTE, label="throttles"),
+                    metric
+                    for number, worker in enumerate(workers, 1)
+                    for metric in (
+                        worker.metric_errors(period=MINUTE, label=numbered("errors", number)),
+                        worker.metric_throttles(period=MINUTE, label=numbered("throttles", number)),
+                    )
                 ],
                 width=8,
             ),

@@ -20,7 +20,7 @@ def suppress_reviewed_findings(stack: TickworkStack) -> None:
         stack.api_function,
         stack.authorizer_function,
         stack.planner_function,
-        stack.worker_function,
+        *stack.worker_functions,
     ):
         acknowledge(
             function.function,
@@ -33,13 +33,15 @@ def suppress_reviewed_findings(stack: TickworkStack) -> None:
             "IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions.",
         )
-    for pattern in stack.config.allowed_target_arns:
-        if "*" in pattern:
-            acknowledge(
-                stack.worker_function.role,
-                f"IAM5[Resource::{pattern}]",
-                "An operator-configured allow-list of target ARNs (allowed_target_arns) the worker may call.",
-            )
+    for worker in stack.worker_functions:
+        for pattern in stack.config.allowed_target_arns:
+            if "*" in pattern:
+                acknowledge(
+                    worker.role,
+                    f"IAM5[Resource::{pattern}]",
+                    "An operator-configured allow-list of target ARNs (allowed_target_arns) the worker may "
+                    "call.",
+                )
 
     api = stack.api
     for (path, _method), method in api.methods.items():

@@ -14,7 +14,7 @@ from tickwork.config import Settings
 
 from infra.api import Api
 from infra.config import StageConfig
-from infra.functions import ARCHITECTURE, ASSET_EXCLUDES, REPO_ROOT, RUNTIME, TickworkFunction
+from infra.functions import ARCHITECTURE, ASSET_EXCLUDES, REPO_ROOT, RUNTIME, TickworkFunction, numbered
 from infra.monitoring import Monitoring
 from infra.planner import Planner, planner_concurrency
 from infra.storage import Storage
@@ -65,11 +65,17 @@ class TickworkStack(Stack):
         environment = self._settings().to_env()
 
         def function(
-            name: str, description: str, *, memory_mb: int, timeout_seconds: int, reserved: int | None = None
+            name: str,
+            description: str,
+            *,
+            memory_mb: int,
+            timeout_seconds: int,
+            reserved: int | None = None,
+            number: int = 1,
         ) -> TickworkFunction:
             return TickworkFunction(
                 self,
-                f"{name.capitalize()}Function",
+                f"{numbered(name.capitalize(), number)}Function",
                 name=name,
                 description=description,
                 config=config,
@@ -97,12 +103,18 @@ class TickworkStack(Stack):
             timeout_seconds=config.planner_timeout_seconds,
             reserved=planner_concurrency(config),
         )
-        self.worker_function = function(
-            "worker",
-            "tickwork worker: leases runs, calls targets",
-            memory_mb=config.worker_memory_mb,
-            timeout_seconds=config.worker_timeout_seconds,
-        )
+        # Identical workers, each with its own mapping on the run queue: a mapping runs at most 1,000.
+        self.worker_functions = [
+            function(
+                "worker",
+                "tickwork worker: leases runs, calls targets",
+                memory_mb=config.worker_memory_mb,
+                timeout_seconds=config.worker_timeout_seconds,
+                number=number,
+            )
+            for number in range(1, config.worker_functions + 1)
+        ]
+        self.worker_function = self.worker_functions[0]  # the first keeps the ids of a lone worker
 
         self.api = Api(
             self,
@@ -117,7 +129,7 @@ class TickworkStack(Stack):
             self,
             "Worker",
             config=config,
-            function=self.worker_function.function,
+            functions=[worker.function for worker in self.worker_functions],
             run_queue=self.storage.run_queue,
         )
         self.monitoring = Monitoring(
@@ -126,7 +138,7 @@ class TickworkStack(Stack):
             config=config,
             key=self.key,
             planner=self.planner_function.function,
-            worker=self.worker_function.function,
+            workers=[worker.function for worker in self.worker_functions],
             api=self.api_function.function,
             run_queue=self.storage.run_queue,
             run_dlq=self.storage.run_dlq,
@@ -175,7 +187,6 @@ class TickworkStack(Stack):
         api = self.api_function.function
         authorizer = self.authorizer_function.function
         planner = self.planner_function.function
-        worker = self.worker_function.function
 
         grant = storage.grant_table
 
@@ -192,16 +203,17 @@ class TickworkStack(Stack):
             grant(planner, definition, write=True)
         storage.run_queue.grant_send_messages(planner)
 
-        # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, job counts); no idempotency:
-        # the run item is the worker's idempotency record.
-        for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
-            grant(worker, definition, write=True)
-        # Retries, held runs and backfill steps are sent again with a delay, never left to wait in flight.
-        storage.run_queue.grant_send_messages(worker)
-        storage.dead_run_queue.grant_send_messages(worker)
+        for worker in (built.function for built in self.worker_functions):
+            # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, job counts); no
+            # idempotency: the run item is the worker's idempotency record.
+            for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
+                grant(worker, definition, write=True)
+            # Retries, held runs and backfill steps are sent again with a delay, never left to wait in flight.
+            storage.run_queue.grant_send_messages(worker)
+            storage.dead_run_queue.grant_send_messages(worker)
 
-        for action, patterns in self.config.target_grants.items():
-            worker.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=patterns))
+            for action, patterns in self.config.target_grants.items():
+                worker.add_to_role_policy(iam.PolicyStatement(actions=[action], resources=patterns))
 
     @property
     def _log_groups_arn(self) -> str:

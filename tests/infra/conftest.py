@@ -23,12 +23,14 @@ from aws_cdk.assertions import Template
 from infra.app import STAND_IN_ASSETS, build_app, cli_context
 from infra.stack import TickworkStack
 
-# Everything optional switched on: target grants, several planner groups, an alarm subscription.
+# Everything optional switched on: target grants, several planner groups and worker functions, an alarm
+# subscription.
 FULL_CONTEXT: dict[str, Any] = {
     "tickwork:stage": "prod",
     "tickwork:planner_groups": 4,
     "tickwork:due_shards": 32,
     "tickwork:worker_max_concurrency": 200,
+    "tickwork:worker_functions": 3,
     "tickwork:worker_batch_size": 5,
     "tickwork:max_receive_count": 7,
     "tickwork:log_retention_days": 90,

@@ -77,19 +77,38 @@ def test_memory_and_timeouts_come_from_the_config(full_stack: Synthesized) -> No
         assert (properties["MemorySize"], properties["Timeout"]) == (memory, timeout)
 
 
-def test_worker_mapping_reports_batch_item_failures_with_capped_concurrency(synthesized: Synthesized) -> None:
+def test_each_worker_function_has_its_own_mapping_on_the_run_queue_with_capped_concurrency(
+    synthesized: Synthesized,
+) -> None:
     config = synthesized.stack.config
-    synthesized.template.has_resource_properties(
-        "AWS::Lambda::EventSourceMapping",
-        {
-            "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "ScalingConfig": {"MaximumConcurrency": config.worker_max_concurrency},
-            "BatchSize": config.worker_batch_size,
-            "EventSourceArn": {
-                "Fn::GetAtt": [synthesized.logical_id(synthesized.stack.storage.run_queue), "Arn"]
-            },
-        },
+    mappings = synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
+    run_queue = {"Fn::GetAtt": [synthesized.logical_id(synthesized.stack.storage.run_queue), "Arn"]}
+    assert len(mappings) == config.worker_functions == len(synthesized.stack.worker_functions)
+    for mapping in mappings:
+        properties = mapping["Properties"]
+        assert properties["EventSourceArn"] == run_queue
+        assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert properties["ScalingConfig"] == {"MaximumConcurrency": config.worker_max_concurrency}
+        assert properties["BatchSize"] == config.worker_batch_size
+    consumers = sorted(mapping["Properties"]["FunctionName"]["Ref"] for mapping in mappings)
+    assert consumers == sorted(
+        synthesized.logical_id(worker.function) for worker in synthesized.stack.worker_functions
     )
+
+
+def test_worker_functions_are_identical_but_for_their_role_and_log_group(full_stack: Synthesized) -> None:
+    """The same code, settings and environment; the first keeps the construct ids of a lone worker."""
+    workers = full_stack.stack.worker_functions
+    assert len(workers) == full_stack.stack.config.worker_functions > 1
+    assert full_stack.logical_id(workers[0].function).startswith("WorkerFunction")
+    own = ("Role", "LoggingConfig")
+    first, *others = (full_stack.resources[full_stack.logical_id(w.function)]["Properties"] for w in workers)
+    for properties in others:
+        assert {k: v for k, v in properties.items() if k not in own} == {
+            k: v for k, v in first.items() if k not in own
+        }
+        assert properties["LoggingConfig"]["LogFormat"] == first["LoggingConfig"]["LogFormat"]
+    assert len({str(full_stack.logical_id(w.role)) for w in workers}) == len(workers)
 
 
 def test_one_rule_per_planner_group_owning_disjoint_shards(synthesized: Synthesized) -> None:

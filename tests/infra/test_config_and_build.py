@@ -16,7 +16,17 @@ from infra.build_layers import (
     pip_command,
     runtime_requirements,
 )
-from infra.config import PLANNER_GROUPS_MAX, ConfigError, StageConfig
+from infra.config import (
+    OTHER_RESOURCES,
+    PLANNER_GROUPS_MAX,
+    RESOURCES_PER_PLANNER_GROUP,
+    RESOURCES_PER_WORKER_FUNCTION,
+    STACK_RESOURCES_MAX,
+    WORKER_FUNCTIONS_MAX,
+    ConfigError,
+    StageConfig,
+    planner_groups_max,
+)
 from tests.infra.conftest import FULL_CONTEXT, synthesize
 
 
@@ -78,6 +88,8 @@ def test_a_lookahead_past_the_horizon_is_refused_naming_it() -> None:
         ("planner_horizon_seconds", 1000),
         ("planner_lookahead_seconds", 30),
         ("planner_groups", PLANNER_GROUPS_MAX + 1),
+        ("worker_functions", 0),
+        ("worker_functions", WORKER_FUNCTIONS_MAX + 1),
         ("no_such_setting", 1),
     ],
 )
@@ -101,12 +113,39 @@ def test_target_grants_group_patterns_by_action() -> None:
     assert StageConfig().target_grants == {}
 
 
-def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resources(tmp_path: Path) -> None:
-    """Each planner group adds an EventBridge rule and its Lambda permission to the one stack."""
-    context = {**FULL_CONTEXT, "tickwork:planner_groups": PLANNER_GROUPS_MAX, "tickwork:due_shards": 1024}
+def test_worker_functions_take_room_from_planner_groups_naming_both() -> None:
+    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 200
+    most = planner_groups_max(WORKER_FUNCTIONS_MAX)
+    assert StageConfig(worker_functions=WORKER_FUNCTIONS_MAX, planner_groups=most).worker_functions == 10
+    context = {"tickwork": {"planner_groups": PLANNER_GROUPS_MAX, "worker_functions": 2}}
+    with pytest.raises(
+        ConfigError, match=r"tickwork:worker_functions: .*at most 196 planner_groups, not 200"
+    ):
+        StageConfig.from_context(_context(context))
+
+
+@pytest.mark.parametrize("worker_functions", [1, WORKER_FUNCTIONS_MAX])
+def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resources(
+    tmp_path: Path, worker_functions: int
+) -> None:
+    """Each planner group adds an EventBridge rule and its Lambda permission to the one stack, each worker
+    function past the first its function, role, policy, log group, mapping and two alarms."""
+    groups = planner_groups_max(worker_functions)
+    context = {
+        **FULL_CONTEXT,
+        "tickwork:planner_groups": groups,
+        "tickwork:due_shards": 1024,
+        "tickwork:worker_functions": worker_functions,
+    }
     synthesized = synthesize(tmp_path, context)
-    assert len(synthesized.of_type("AWS::Events::Rule")) == PLANNER_GROUPS_MAX
-    assert len(synthesized.resources) <= 500
+    assert len(synthesized.of_type("AWS::Events::Rule")) == groups
+    assert len(synthesized.of_type("AWS::Lambda::EventSourceMapping")) == worker_functions
+    budget = (
+        OTHER_RESOURCES
+        + RESOURCES_PER_PLANNER_GROUP * groups
+        + RESOURCES_PER_WORKER_FUNCTION * (worker_functions - 1)
+    )
+    assert len(synthesized.resources) <= budget <= STACK_RESOURCES_MAX
 
 
 @pytest.mark.parametrize(("shards", "groups"), [(16, 1), (16, 2), (16, 3), (32, 4), (4, 8)])

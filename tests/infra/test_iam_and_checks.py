@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,10 @@ TARGET_ONLY_ACTIONS = {"lambda:InvokeFunction", "events:PutEvents", "states:Star
 
 
 def _statements(synthesized: Synthesized, attribute: str) -> list[dict[str, Any]]:
-    role = getattr(synthesized.stack, attribute).role
+    return _statements_of(synthesized, getattr(synthesized.stack, attribute).role)
+
+
+def _statements_of(synthesized: Synthesized, role: Any) -> list[dict[str, Any]]:
     role_id = synthesized.logical_id(role)
     statements: list[dict[str, Any]] = []
     for policy in synthesized.of_type("AWS::IAM::Policy").values():
@@ -62,6 +66,20 @@ def test_planner_has_no_idempotency_table_and_no_dead_run_queue(default_stack: S
     assert all(
         dead not in str(statement["Resource"]) for statement in _statements(default_stack, "planner_function")
     )
+
+
+def test_every_worker_function_has_the_first_ones_grants(synthesized: Synthesized) -> None:
+    """Each worker role holds the same statements; only the log group each writes to is its own."""
+    stack = synthesized.stack
+
+    def grants(index: int) -> str:
+        worker = stack.worker_functions[index]
+        text = json.dumps(_statements_of(synthesized, worker.role), sort_keys=True)
+        return text.replace(synthesized.logical_id(worker.log_group), "<own log group>")
+
+    first = grants(0)
+    assert "<own log group>" in first and "sqs:ReceiveMessage" in first
+    assert all(grants(index) == first for index in range(1, len(stack.worker_functions)))
 
 
 def test_no_function_may_scan_or_use_wildcard_actions(synthesized: Synthesized) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from tickwork.observability import NAMESPACE, SERVICE
 
+from infra.functions import numbered
 from tests.infra.conftest import Synthesized
 
 
@@ -52,6 +53,21 @@ def test_function_errors_and_throttles_alarm(synthesized: Synthesized, role: str
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
 
 
+@pytest.mark.parametrize("metric", ["Errors", "Throttles"])
+def test_every_worker_function_has_its_own_errors_and_throttles_alarm(
+    synthesized: Synthesized, metric: str
+) -> None:
+    workers = synthesized.stack.worker_functions
+    for number, worker in enumerate(workers, 1):
+        alarm = _alarm(synthesized, f"{numbered('Worker', number)}{metric}")
+        assert alarm["MetricName"] == metric
+        assert alarm["Dimensions"] == [
+            {"Name": "FunctionName", "Value": {"Ref": synthesized.logical_id(worker.function)}}
+        ]
+    alarmed = [name for name in synthesized.stack.monitoring.alarms if name.endswith(metric)]
+    assert len(alarmed) == len(workers) + 2  # and the planner's and the API's
+
+
 def test_trigger_lag_p99_above_five_seconds_alarms(synthesized: Synthesized) -> None:
     synthesized.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -85,7 +101,9 @@ def test_missing_planner_ticks_for_three_minutes_alarm(synthesized: Synthesized)
 def test_every_alarm_notifies_the_topic(synthesized: Synthesized) -> None:
     topic = {"Ref": synthesized.logical_id(synthesized.stack.monitoring.topic)}
     alarms = synthesized.of_type("AWS::CloudWatch::Alarm")
-    assert len(alarms) == len(synthesized.stack.monitoring.alarms) == 11
+    # 5 on queues, lag and ticks, and errors and throttles of the planner, the API and each worker function
+    expected = 5 + 2 * (2 + synthesized.stack.config.worker_functions)
+    assert len(alarms) == len(synthesized.stack.monitoring.alarms) == expected
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
         assert alarm["Properties"]["OKActions"] == [topic]
@@ -103,9 +121,11 @@ def test_topic_is_encrypted_and_mails_only_when_asked(
     )
 
 
-def test_dashboard_shows_lag_outcomes_queues_worker_and_planner(default_stack: Synthesized) -> None:
-    (dashboard,) = default_stack.of_type("AWS::CloudWatch::Dashboard").values()
+def test_dashboard_shows_lag_outcomes_queues_worker_and_planner(synthesized: Synthesized) -> None:
+    (dashboard,) = synthesized.of_type("AWS::CloudWatch::Dashboard").values()
     body = str(dashboard["Properties"]["DashboardBody"])
+    for worker in synthesized.stack.worker_functions:
+        assert synthesized.logical_id(worker.function) in body
     for expected in (
         '"TriggerLagMs"',
         '"stat":"p50"',
