@@ -1,132 +1,111 @@
-"""Figures of ``bench.cost`` measured before the hot path was cut, kept so the report can show both.
+"""Figures of the run path before v2 (commit 545a425), kept so ``bench.cost`` can show both.
 
-Measured with ``python -m bench.cost --json`` at the commit below (the same workload and meter).
+They were measured with the same meter (``bench._cost_meter``) by a script run against that commit: for the
+10-second and the 1-minute period, one rate job of a tenant with no in-flight limit, two days of history
+seeded straight into the runs table (one SUCCEEDED run per past fire, with its attempt), then the real planner
+ticks (every 60 s, over all due shards, a 300 s horizon) and the real worker's record handler on a fake clock,
+from two minutes in. Totals over the measured runs: requests, WRU, index WRU and RRU by operation, the worker
+invocations (non-empty receives: each held one message), and the planner ticks' own tallies (``tick_*``, also
+inside the totals). The script polled the queue once a fake second and deleted messages one by one:
+``bench.cost`` leaves those empty polls out and counts one receive and one delete per invocation, as the event
+source mapping makes them.
+
+The 1-second job was not measured: the old worker's overlap query read the job's whole history on every run
+(the 10-second job with two days of history took 46 minutes under moto for its 12 runs), and the 1-second
+measurement did not complete. ``QUOTED`` holds the figures published for it before, which were measured
+without seeded history.
 """
 
 from typing import Any
 
-BEFORE_COMMIT = "ab09a9c"
+BEFORE_COMMIT = "545a425"
+BEFORE_HOW = (
+    "the same meter; one rate job with two days of seeded history; the real planner ticks and worker handler "
+    "on a fake clock"
+)
+QUOTED = {
+    "1": "not re-measured; quoted: $12 (bench), $21-22 (from outside), both without history",
+}
 
 BEFORE: dict[str, Any] = {
-    "create": {
-        "handler_ms": 87.27,
-        "index_wru": {"dynamodb.TransactWriteItems": 2.0},
-        "invocations": 2,
-        "requests": {"dynamodb.GetItem": 3, "dynamodb.TransactWriteItems": 1},
-        "rru": {"dynamodb.GetItem": 3.0},
-        "runs": 1,
-        "ticks": 0,
-        "wru": {"dynamodb.TransactWriteItems": 6.0},
-    },
-    "dead": {
-        "handler_ms": 128.73,
-        "index_wru": {
-            "dynamodb.PutItem": 3.0,
-            "dynamodb.TransactWriteItems": 30.0,
-            "dynamodb.UpdateItem": 5.0,
+    "10": {
+        "history": "2 days (17,280 runs)",
+        "history_runs": 17280,
+        "idle_requests": {
+            "dynamodb.GetItem": 25,
+            "dynamodb.Query": 20,
+            "dynamodb.UpdateItem": 25,
+            "sqs.SendMessageBatch": 25,
         },
-        "invocations": 2,
+        "idle_rru": {"dynamodb.GetItem": 25.0, "dynamodb.Query": 10.0},
+        "index_wru": {"dynamodb.PutItem": 36.0, "dynamodb.UpdateItem": 163.0},
+        "invocations": 12,
+        "messages": 12,
+        "period": 10,
         "requests": {
-            "dynamodb.GetItem": 7,
-            "dynamodb.PutItem": 3,
-            "dynamodb.TransactWriteItems": 4,
+            "dynamodb.BatchGetItem": 2,
+            "dynamodb.GetItem": 61,
+            "dynamodb.PutItem": 24,
+            "dynamodb.Query": 204,
+            "dynamodb.UpdateItem": 63,
+            "sqs.DeleteMessage": 12,
+            "sqs.ReceiveMessage": 132,
+            "sqs.SendMessageBatch": 27,
+        },
+        "rru": {"dynamodb.BatchGetItem": 2.0, "dynamodb.GetItem": 61.0, "dynamodb.Query": 16404.5},
+        "runs": 12,
+        "tick_index_wru": {"dynamodb.PutItem": 36.0, "dynamodb.UpdateItem": 4.0},
+        "tick_requests": {
+            "dynamodb.BatchGetItem": 2,
+            "dynamodb.PutItem": 12,
+            "dynamodb.Query": 40,
+            "dynamodb.UpdateItem": 2,
+            "sqs.SendMessageBatch": 2,
+        },
+        "tick_rru": {"dynamodb.BatchGetItem": 2.0, "dynamodb.Query": 20.0},
+        "tick_wru": {"dynamodb.PutItem": 12.0, "dynamodb.UpdateItem": 2.0},
+        "ticks": 2,
+        "wall_s": 2760.9,
+        "wru": {"dynamodb.PutItem": 24.0, "dynamodb.UpdateItem": 63.0},
+    },
+    "60": {
+        "history": "2 days (2,880 runs)",
+        "history_runs": 2880,
+        "idle_requests": {
+            "dynamodb.GetItem": 5,
+            "dynamodb.Query": 20,
             "dynamodb.UpdateItem": 5,
-            "sqs.DeleteMessageBatch": 2,
-            "sqs.ReceiveMessage": 2,
-            "sqs.SendMessage": 2,
-            "sqs.SendMessageBatch": 1,
+            "sqs.SendMessageBatch": 5,
         },
-        "rru": {"dynamodb.GetItem": 7.0},
-        "runs": 1,
-        "ticks": 1,
-        "wru": {"dynamodb.PutItem": 3.0, "dynamodb.TransactWriteItems": 16.0, "dynamodb.UpdateItem": 5.0},
-    },
-    "idle_tick": {
-        "handler_ms": 63.83,
-        "index_wru": {},
-        "invocations": 0,
-        "requests": {"dynamodb.Query": 60},
-        "rru": {"dynamodb.Query": 30.0},
-        "runs": 3,
-        "ticks": 3,
-        "wru": {},
-    },
-    "item_bytes": {
-        "tickwork-idempotency": 244,
-        "tickwork-jobs": 821,
-        "tickwork-runs": 893,
-        "tickwork-tenants": 138,
-    },
-    "once": {
-        "handler_ms": 102.75,
-        "index_wru": {
-            "dynamodb.PutItem": 30.0,
-            "dynamodb.TransactWriteItems": 140.0,
-            "dynamodb.UpdateItem": 50.0,
-        },
-        "invocations": 1,
+        "idle_rru": {"dynamodb.GetItem": 5.0, "dynamodb.Query": 10.0},
+        "index_wru": {"dynamodb.PutItem": 30.0, "dynamodb.UpdateItem": 105.0},
+        "invocations": 10,
+        "messages": 10,
+        "period": 60,
         "requests": {
-            "dynamodb.GetItem": 40,
+            "dynamodb.BatchGetItem": 10,
+            "dynamodb.GetItem": 35,
             "dynamodb.PutItem": 20,
-            "dynamodb.TransactWriteItems": 20,
-            "dynamodb.UpdateItem": 40,
-            "sqs.DeleteMessageBatch": 1,
-            "sqs.ReceiveMessage": 1,
+            "dynamodb.Query": 240,
+            "dynamodb.UpdateItem": 45,
+            "sqs.DeleteMessage": 10,
+            "sqs.ReceiveMessage": 610,
+            "sqs.SendMessageBatch": 15,
+        },
+        "rru": {"dynamodb.BatchGetItem": 10.0, "dynamodb.GetItem": 35.0, "dynamodb.Query": 2385.0},
+        "runs": 10,
+        "tick_index_wru": {"dynamodb.PutItem": 30.0, "dynamodb.UpdateItem": 20.0},
+        "tick_requests": {
+            "dynamodb.BatchGetItem": 10,
+            "dynamodb.PutItem": 10,
+            "dynamodb.Query": 200,
+            "dynamodb.UpdateItem": 10,
             "sqs.SendMessageBatch": 10,
         },
-        "rru": {"dynamodb.GetItem": 40.0},
-        "runs": 10,
-        "ticks": 1,
-        "wru": {"dynamodb.PutItem": 20.0, "dynamodb.TransactWriteItems": 80.0, "dynamodb.UpdateItem": 40.0},
-    },
-    "recurring": {
-        "handler_ms": 108.62,
-        "index_wru": {
-            "dynamodb.PutItem": 150.0,
-            "dynamodb.TransactWriteItems": 700.0,
-            "dynamodb.UpdateItem": 300.0,
-        },
-        "invocations": 5,
-        "requests": {
-            "dynamodb.GetItem": 200,
-            "dynamodb.PutItem": 100,
-            "dynamodb.Query": 50.0,
-            "dynamodb.TransactWriteItems": 100,
-            "dynamodb.UpdateItem": 150,
-            "sqs.DeleteMessageBatch": 5,
-            "sqs.ReceiveMessage": 5,
-            "sqs.SendMessageBatch": 50,
-        },
-        "rru": {"dynamodb.GetItem": 200.0, "dynamodb.Query": 25.0},
-        "runs": 50,
-        "ticks": 5,
-        "wru": {
-            "dynamodb.PutItem": 100.0,
-            "dynamodb.TransactWriteItems": 400.0,
-            "dynamodb.UpdateItem": 150.0,
-        },
-    },
-    "retry": {
-        "handler_ms": 321.22,
-        "index_wru": {
-            "dynamodb.PutItem": 3.0,
-            "dynamodb.TransactWriteItems": 30.0,
-            "dynamodb.UpdateItem": 5.0,
-        },
-        "invocations": 2,
-        "requests": {
-            "dynamodb.GetItem": 7,
-            "dynamodb.PutItem": 3,
-            "dynamodb.TransactWriteItems": 4,
-            "dynamodb.UpdateItem": 5,
-            "sqs.DeleteMessageBatch": 2,
-            "sqs.ReceiveMessage": 2,
-            "sqs.SendMessage": 1,
-            "sqs.SendMessageBatch": 1,
-        },
-        "rru": {"dynamodb.GetItem": 7.0},
-        "runs": 1,
-        "ticks": 1,
-        "wru": {"dynamodb.PutItem": 3.0, "dynamodb.TransactWriteItems": 16.0, "dynamodb.UpdateItem": 5.0},
+        "tick_rru": {"dynamodb.BatchGetItem": 10.0, "dynamodb.Query": 100.0},
+        "tick_wru": {"dynamodb.PutItem": 10.0, "dynamodb.UpdateItem": 10.0},
+        "ticks": 10,
+        "wall_s": 243.4,
+        "wru": {"dynamodb.PutItem": 20.0, "dynamodb.UpdateItem": 45.0},
     },
 }

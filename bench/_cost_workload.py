@@ -1,330 +1,646 @@
-"""The fixed workload behind ``bench.cost``: real planner, dispatcher, worker and sweeper code under moto.
+"""The workload behind ``bench.cost``: rate jobs at steady state, through the real Lambda handlers under
+moto on a fake clock, every AWS request metered.
 
-Scenarios, each metered on its own:
+For one shape (a period, a number of jobs of that period, the history each job carries):
 
-- ``idle_tick``: planner ticks with nothing due (the fixed cost of a tick: due-index and sweeper queries);
-- ``create``: one ``POST /v1/jobs`` through the API Gateway stand-in (authorizer and API handler);
-- ``recurring``: 10 jobs firing every 60 s, five fires each, all answered 200 (steady state: one tick
-  per minute plans each job's next fire);
-- ``limited``: the same for a tenant whose ``max_in_flight`` (10) is below the worker's maximum concurrency
-  (50, as deployed), so every lease and finish also moves the tenant's in-flight counter;
-- ``once``: 10 one-time jobs, answered 200;
-- ``retry``: one run answered 503 then 200 (one retry);
-- ``dead``: one run answered 503 until its two attempts are spent (DEAD, dead-run queue).
+- the jobs' past runs are written straight to moto's runs table, one SUCCEEDED item per past fire with its
+  one attempt, as the worker leaves them (unmetered);
+- the jobs are created through the service 11 min 59.5 s before their first fire, so the API sends their
+  first fires at once and the planner takes over two minutes into the run, at the same phase as ever after;
+- time moves a second at a time. Every minute (at :00.5, as a tick lands some time into its second) the
+  planner Lambda's handler ticks over all due shards. Every second the run queue is drained the way the
+  event source mapping drains it: ReceiveMessage of up to 10, one invocation of the worker Lambda's handler
+  per batch (the batches of one second run side by side, as concurrent invocations do), DeleteMessageBatch of
+  what it finished. The mapping's own requests go through a client the meter does not watch and are counted
+  here, one receive and one delete per invocation; its empty polls are not per-run work;
+- the measured window is one planning cycle at steady state: from the tick that plans the jobs' next fires
+  (two minutes in) to the next one that does (a job is planned when its cursor is within the 120 s
+  lookahead, up to the 900 s horizon: every 14 ticks at this phase). The window's ticks plan exactly the runs
+  of the cycle, which the workload checks. The planner is metered over the whole cycle; the worker over the
+  shape's ``worker_seconds`` from its start (the whole cycle unless that is too many runs to run under moto
+  in a few minutes), every metered run SUCCEEDED at its first attempt; the cycle's later messages are
+  received and deleted without a worker, unmetered. A run's cost is then the worker's per metered run plus
+  the planner's per planned run;
 
-Every scenario but ``idle_tick`` has the fixed cost of its ticks taken out, so its figures are per run.
-The planner horizon is 1 s and ticks fall on the fire times: moto holds delayed messages in real time, so
-the fake clock can only drive runs whose delay is 0. On AWS, with a 5-minute horizon and a tick a minute,
-a job firing every minute also gets one cursor move per fire, as here.
+Measured per invocation, outside AWS calls: the worker's and the planner's own CPU (tickwork, pydantic,
+Powertools, the webhook's HTTP client; botocore and moto are left out, as in ``bench.worker_cpu``), the time
+the worker slept before a fire, and the bytes the handlers write to stdout (Powertools log lines and the EMF
+metrics blob), with the log level the stack deploys (INFO).
+
+Two things of moto's would make this workload quadratic, so they are swapped for equivalent shortcuts while it
+runs: a query of moto's sorts every item of the table (a shortcut hands it only the items of the queried
+partition inside the key range, or for an index query the items that carry the index's hash key, which it
+then filters and sorts as before), and every SQS send recomputes the queue's approximate message counts by
+scanning all messages (nothing here reads them).
 """
 
 from __future__ import annotations
 
-import os
-import statistics
+import io
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
+from bench._common import AwsClock
 from bench._cost_meter import Meter, Tally
+from infra.config import StageConfig
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
-TENANT, TOKEN = "acme", "tw_cost-bench"
-LIMITED, LIMITED_TOKEN = "small", "tw_cost-bench-small"
-RECURRING_JOBS, RECURRING_FIRES, ONCE_JOBS, IDLE_TICKS = 10, 5, 10, 3
-LIMITED_MAX_IN_FLIGHT = 10
+"""The first fire of every job."""
+TICK_PHASE = timedelta(milliseconds=500)
+"""Ticks and message arrivals fall half a second into their second (see ``docs/cost.md``)."""
+CREATED = START - timedelta(minutes=12) + TICK_PHASE
+WINDOW_START = START + timedelta(minutes=2) + TICK_PHASE
+CYCLE_TICKS = 14
+WINDOW_END = WINDOW_START + timedelta(minutes=CYCLE_TICKS)
+DEPLOYED = StageConfig()
+VISIBILITY_TIMEOUT = DEPLOYED.worker_timeout_seconds * 6  # the run queue's (infra/storage.py)
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:tickwork-runs"
+PAYLOAD = {"report": "daily", "format": "csv"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    period: int
+    jobs: int
+    history: int
+    """Past runs seeded per job."""
+    worker_seconds: int = CYCLE_TICKS * 60
+    """The worker is metered over this many seconds from the window's start (a multiple of 60 s, so the
+    tenant cache's minute is whole); the rest of the cycle's messages are received and deleted unmetered,
+    without a worker. The planner is metered over the whole cycle."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.period}s x{self.jobs}"
+
+    @property
+    def planned(self) -> int:
+        """Runs the window's planning tick plans: every fire of the cycle."""
+        return self.jobs * CYCLE_TICKS * 60 // self.period
+
+    @property
+    def expected_runs(self) -> int:
+        """Runs the metered worker runs."""
+        return self.jobs * self.worker_seconds // self.period
 
 
 @dataclass
-class Scenario:
-    runs: int
-    tally: Tally
-    invocations: int = 0
-    """Lambda invocations of the worker (batches), or of the API and authorizer for ``create``."""
-    ticks: int = 0
-    handler_ms: list[float] = field(default_factory=list)
-    """Wall time of each worker message (or API call), in process, moto included."""
+class Invocations:
+    """What the invocations of one function in the window did, summed."""
+
+    count: int = 0
+    tally: Tally = field(default_factory=Tally)
+    own_cpu_s: float = 0.0
+    slept_s: float = 0.0
+    log_bytes: int = 0
+    log_lines: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "runs": self.runs,
-            "ticks": self.ticks,
-            "invocations": self.invocations,
-            "handler_ms": round(statistics.median(self.handler_ms), 2) if self.handler_ms else 0.0,
-            "requests": dict(sorted(self.tally.requests.items())),
-            "wru": dict(sorted(self.tally.wru.items())),
-            "index_wru": dict(sorted(self.tally.index_wru.items())),
-            "rru": dict(sorted(self.tally.rru.items())),
+            "count": self.count,
+            "own_cpu_s": round(self.own_cpu_s, 6),
+            "slept_s": round(self.slept_s, 3),
+            "log_bytes": self.log_bytes,
+            "log_lines": self.log_lines,
+            **tally_dict(self.tally),
         }
 
 
-def _environment() -> None:
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Tickwork")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
-    os.environ.setdefault("POWERTOOLS_DEV", "0")
-    os.environ["AWS_DEFAULT_REGION"] = "eu-west-1"
-    os.environ["AWS_ACCESS_KEY_ID"] = "testing"
-    os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"  # noqa: S105 - moto's throwaway credentials
-    os.environ.pop("AWS_PROFILE", None)
+def tally_dict(tally: Tally) -> dict[str, Any]:
+    return {
+        name: {key: value for key, value in sorted(getattr(tally, name).items()) if value}
+        for name in ("requests", "wru", "index_wru", "rru")
+    }
 
 
-def run_workload() -> dict[str, Any]:
-    """Run every scenario in one moto session; figures as plain data (see ``Scenario.as_dict``)."""
-    _environment()
-    from moto import mock_aws
-
-    with mock_aws():
-        return _Bench().run()
+def add_tally(total: Tally, part: Tally) -> None:
+    for name in ("requests", "wru", "index_wru", "rru"):
+        mine = getattr(total, name)
+        for key, value in getattr(part, name).items():
+            mine[key] += value
 
 
-class _Bench:
-    def __init__(self) -> None:
-        import boto3
+# --- moto at scale ------------------------------------------------------------------------------------------
+_partition = threading.local()
+
+
+@contextmanager
+def moto_at_scale() -> Iterator[None]:
+    """moto shortcuts with the same results: base-table queries see only their partition's items in the key
+    range; SQS sends skip the approximate counts nobody reads."""
+    import moto.sqs.models as sqs_models
+    from moto.dynamodb.comparisons import get_comparison_func
+    from moto.dynamodb.models.table import Table
+
+    original_query, original_all_items = Table.query, Table.all_items
+
+    def all_items(self: Any) -> Any:
+        items = getattr(_partition, "items", None)
+        return (
+            items
+            if items is not None and getattr(_partition, "table", None) is self
+            else original_all_items(self)
+        )
+
+    def query(
+        self: Any, hash_key: Any, range_comparison: Any, range_objs: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        index_name = kwargs.get("index_name", args[4] if len(args) > 4 else None)
+        if index_name:
+            index = next((i for i in self.global_indexes if i.name == index_name), None)
+            if index is None:
+                return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+            # An item without the index's hash key is not in the (sparse) index: moto would skip it anyway.
+            names = [key["AttributeName"] for key in index.schema if key["KeyType"] == "HASH"]
+            entries = [item for item in _every_item(self) if all(name in item.attrs for name in names)]
+            entries.sort(key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+            _partition.table, _partition.items = self, entries
+            try:
+                return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+            finally:
+                _partition.table, _partition.items = None, None
+        if not self.range_key_attr or hash_key is None:
+            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+        items = list(self.items.get(hash_key, {}).values())
+        if range_comparison:
+            compare = get_comparison_func(range_comparison)
+            if all(obj.type == "S" for obj in range_objs):  # string keys compare as strings: skip the casts
+                bounds = [obj.value for obj in range_objs]
+                items = [
+                    item
+                    for item in items
+                    if item.range_key.type == "S" and compare(item.range_key.value, *bounds)
+                ]
+            else:
+                bounds = [obj.cast_value for obj in range_objs]
+                items = [item for item in items if compare(item.range_key.cast_value, *bounds)]
+        _partition.table, _partition.items = self, items
+        try:
+            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+        finally:
+            _partition.table, _partition.items = None, None
+
+    queue: Any = sqs_models.Queue
+    counts = (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_delayed",
+        "approximate_number_of_messages_not_visible",
+    )
+    saved = {name: queue.__dict__[name] for name in counts}
+    Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
+    for name in counts:
+        setattr(queue, name, property(lambda self: 0))
+    try:
+        yield
+    finally:
+        Table.query, Table.all_items = original_query, original_all_items  # type: ignore[method-assign]
+        for name, value in saved.items():
+            setattr(queue, name, value)
+
+
+def _every_item(table: Any) -> Iterator[Any]:
+    for partition in table.items.values():
+        if table.range_key_attr:
+            yield from partition.values()
+        else:
+            yield partition
+
+
+def moto_table(name: str) -> Any:
+    """moto's own table object (in process), to seed items without going through botocore and moto's
+    request parsing: the same ``put_item`` the API ends in."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    from bench._moto import REGION
+
+    return dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_table(name)
+
+
+# --- capturing what a handler writes ------------------------------------------------------------------------
+@contextmanager
+def captured_output() -> Iterator[io.StringIO]:
+    """stdout (the EMF blob is printed) and the Powertools logger's stream, at INFO as deployed."""
+    from tickwork.observability import logger
+
+    buffer = io.StringIO()
+    handler: Any = logger.registered_handler
+    level = logger.log_level
+    logger.setLevel("INFO")
+    previous = handler.setStream(buffer)
+    try:
+        with redirect_stdout(buffer):
+            yield buffer
+    finally:
+        handler.setStream(previous)
+        logger.setLevel(level)
+
+
+def _lines(text: str) -> tuple[int, int]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return sum(len(line.encode()) + 1 for line in lines), len(lines)
+
+
+class _Context:
+    """The parts of a Lambda context Powertools reads."""
+
+    def __init__(self, name: str, memory_mb: int, timeout_s: int):
+        self.function_name = f"tickwork-{name}"
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_mb
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:tickwork-{name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/tickwork-{name}"
+        self.log_stream_name = "2026/11/22/[$LATEST]0123456789abcdef0123456789abcdef"
+        self._timeout_ms = timeout_s * 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._timeout_ms
+
+
+class _WorkerRuntime:
+    """The runtime the worker handler gets: the bench's, with workers on the fake clock."""
+
+    def __init__(self, runtime: Any, clock: Any):
+        self._runtime, self._clock = runtime, clock
+
+    def worker(self, **_: Any) -> Any:
+        return self._runtime.worker(clock=self._clock, sleep=self._clock.sleep)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runtime, name)
+
+
+class _FakeMonotonic:
+    """``time`` for ``tickwork.runtime``, whose worker caches a tenant for 60 s of ``time.monotonic()``: here
+    60 s of the fake clock, as on a warm Lambda instance."""
+
+    def __init__(self, clock: Callable[[], datetime]):
+        self._clock = clock
+
+    def monotonic(self) -> float:
+        return self._clock().timestamp()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _fake_datetime(clock: Callable[[], datetime]) -> type[datetime]:
+    class FakeDatetime(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return clock()
+
+    return FakeDatetime
+
+
+# --- the workload -------------------------------------------------------------------------------------------
+@dataclass
+class Workload:
+    shape: Shape
+    runtime: Any
+    clock: Any
+    receiver: Any
+    meter: Meter
+    aws: AwsClock
+    esm: Any
+    peek: Any
+    job_ids: list[str] = field(default_factory=list)
+    worker: Invocations = field(default_factory=Invocations)
+    planner: Invocations = field(default_factory=Invocations)
+    runs: int = 0
+    planned: list[int] = field(default_factory=list)
+    per_second: Counter[int] = field(default_factory=Counter)
+    deletes: int = 0
+    skipped: int = 0
+    """Messages of the cycle past the worker's metered seconds, received and deleted without a worker."""
+
+    def seed(self) -> None:
+        """Each job's history, straight into the runs table: one SUCCEEDED run per past fire."""
         from tickwork import tables
-        from tickwork.adapters.tenants import DynamoTenantStore
-        from tickwork.config import Settings
-        from tickwork.domain.tenants import Tenant
-        from tickwork.runtime import build_runtime, runtime
+        from tickwork.domain.models import Attempt, Run, RunStatus, scheduled_run_id
 
-        from tests.support.engine import FakeClock, RecordingMetrics, make_requests_atomic, start_receiver
+        store = self.runtime.runs
+        table = moto_table(tables.RUNS.default_name)
+        for job_id in self.job_ids:
+            for index in range(1, self.shape.history + 1):
+                fire = START - timedelta(seconds=index * self.shape.period)
+                done = fire + timedelta(milliseconds=120)
+                attempt = Attempt(
+                    attempt=1,
+                    started_at=fire,
+                    finished_at=done,
+                    duration_ms=120,
+                    outcome="succeeded",
+                    worker_id="worker-0123456789ab",
+                )
+                run = Run(
+                    run_id=scheduled_run_id(job_id, fire),
+                    job_id=job_id,
+                    tenant_id=self._tenant,
+                    scheduled_for=fire,
+                    status=RunStatus.SUCCEEDED,
+                    attempt=1,
+                    created_at=fire - timedelta(seconds=600),
+                    enqueued_at=fire - timedelta(seconds=600),
+                    started_at=fire,
+                    finished_at=done,
+                    lag_ms=40,
+                    attempts=[attempt],
+                    fencing_token=self.shape.history - index + 1,
+                )
+                table.put_item(store.run_to_item(run))
 
-        self.dynamodb = boto3.client("dynamodb", region_name="eu-west-1")
-        self.sqs = boto3.client("sqs", region_name="eu-west-1")
-        for definition in tables.ALL_TABLES:
-            self.dynamodb.create_table(**definition.create_table_kwargs())
-        urls = {
-            q.logical_name: self.sqs.create_queue(QueueName=q.default_name)["QueueUrl"]
-            for q in tables.ALL_QUEUES
-        }
-        os.environ[tables.RUN_QUEUE.env_var] = urls[tables.RUN_QUEUE.logical_name]
-        os.environ[tables.DEAD_RUN_QUEUE.env_var] = urls[tables.DEAD_RUN_QUEUE.logical_name]
-        settings = Settings(
-            run_queue_url=urls[tables.RUN_QUEUE.logical_name],
-            dead_run_queue_url=urls[tables.DEAD_RUN_QUEUE.logical_name],
-            allow_private_targets=True,
-            planner_horizon_seconds=1,
-        )
-        make_requests_atomic(self.dynamodb)
-        self.clock = FakeClock(START)
-        self.runtime = build_runtime(
-            settings, dynamodb=self.dynamodb, sqs=self.sqs, metrics=RecordingMetrics()
-        )
-        tenant = Tenant(tenant_id=TENANT, name="Acme", signing_secret="s", created_at=START)  # noqa: S106
-        store = DynamoTenantStore(self.dynamodb, table=tables.TENANTS.default_name)
-        store.put(tenant, token=TOKEN)
-        limited = Tenant(
-            tenant_id=LIMITED,
-            name="Small",
-            signing_secret="s",  # noqa: S106
-            created_at=START,
-            max_in_flight=LIMITED_MAX_IN_FLIGHT,
-        )
-        store.put(limited, token=LIMITED_TOKEN)
-        self._receiver_iter = start_receiver()
-        self.receiver = next(self._receiver_iter)
-        self.meter = Meter(boto3.client("dynamodb", region_name="eu-west-1"))
-        self.meter.attach(self.dynamodb)
-        self.meter.attach(self.sqs)
-        runtime.cache_clear()
-        self.process_runtime = runtime()
-        self.meter.attach(self.process_runtime.dynamodb)
-        self.meter.attach(self.process_runtime.sqs)
-        self.worker = self.runtime.worker(clock=self.clock, sleep=self.clock.sleep)
+    @property
+    def _tenant(self) -> str:
+        from bench._moto import TENANT
 
-    # --- drivers ------------------------------------------------------------------------------------------
-    def tick(self) -> None:
-        self.runtime.planner_tick.tick(self.clock(), list(range(self.runtime.settings.due_shards)))
+        return TENANT
 
-    def drain(self, scenario: Scenario) -> None:
-        """What the event source mapping does: receive up to 10, invoke the worker once per batch, delete
-        the messages it finished in one batch call. The last, empty receive is polling, not per-run cost."""
-        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    def create_jobs(self) -> None:
+        from tickwork.domain.models import JobSpec
 
-        from functions.worker.handler import handle_record
+        self.clock.now = CREATED
+        for index in range(self.shape.jobs):
+            spec = JobSpec.model_validate(
+                {
+                    "name": f"every-{self.shape.period}s-{index}",
+                    "schedule": {
+                        "type": "rate",
+                        "every_seconds": self.shape.period,
+                        "start_at": START.isoformat(),
+                    },
+                    "target": {
+                        "type": "http",
+                        "url": self.receiver.url(f"/job-{index}"),
+                        "timeout_seconds": 10,
+                    },
+                    "payload": PAYLOAD,
+                }
+            )
+            self.job_ids.append(self.runtime.service.create_job(self._tenant, spec, self.clock()).job.job_id)
+
+    def run(self) -> None:
+        import tickwork.runtime
+
+        from functions.planner import handler as planner_handler
+        from functions.worker import handler as worker_handler
+
+        worker_runtime = _WorkerRuntime(self.runtime, self.clock)
+        with (
+            mock.patch.object(worker_handler, "runtime", return_value=worker_runtime),
+            mock.patch.object(planner_handler, "runtime", return_value=self.runtime),
+            mock.patch.object(planner_handler, "datetime", _fake_datetime(self.clock)),
+            mock.patch.object(tickwork.runtime, "time", _FakeMonotonic(self.clock)),
+        ):
+            now = START - timedelta(seconds=1) + TICK_PHASE
+            while now < WINDOW_END:
+                measured = now >= WINDOW_START
+                if (now - TICK_PHASE).second == 0:
+                    self._tick(now, planner_handler.lambda_handler, measured=measured)
+                self._drain(now, worker_handler.lambda_handler, measured=measured)
+                now += timedelta(seconds=1)
+
+    def _tick(self, now: datetime, handler: Any, *, measured: bool) -> None:
+        self.clock.now = now
+        before = self.meter.tally.snapshot()
+        cpu, aws = time.process_time(), self.aws.process_seconds
+        with captured_output() as output:
+            report = handler(
+                {"shards": list(range(self.runtime.settings.due_shards))},
+                _Context("planner", DEPLOYED.planner_memory_mb, DEPLOYED.planner_timeout_seconds),
+            )
+        own = (time.process_time() - cpu) - (self.aws.process_seconds - aws)
+        if not measured:
+            return
+        size, lines = _lines(output.getvalue())
+        self.planner.count += 1
+        self.planner.own_cpu_s += own
+        self.planner.log_bytes += size
+        self.planner.log_lines += lines
+        add_tally(self.planner.tally, self.meter.tally.minus(before))
+        self.planned.append(int(report["planned_runs"]))
+
+    def _drain(self, now: datetime, handler: Any, *, measured: bool) -> None:
         from tests.support.engine import sqs_event
 
+        self.clock.now = now
         url = self.runtime.queue_url
-
-        def timed(record: Any) -> str:
-            started = time.perf_counter()
-            try:
-                return handle_record(record, self.runtime, self.worker)
-            finally:
-                scenario.handler_ms.append((time.perf_counter() - started) * 1000)
-
+        batches = []
         while True:
-            response: Any = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
-            messages: list[dict[str, Any]] = response.get("Messages", [])
-            if not messages:
-                self.meter.tally.requests["sqs.ReceiveMessage"] -= 1
-                return
-            scenario.invocations += 1
-            processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-            event = sqs_event(messages, "arn:aws:sqs:eu-west-1:123456789012:tickwork-runs")
-            result = process_partial_response(event=event, record_handler=timed, processor=processor)
-            failed = {failure["itemIdentifier"] for failure in result["batchItemFailures"]}
+            response = self.esm.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=VISIBILITY_TIMEOUT
+            )
+            if not response.get("Messages"):
+                break
+            batches.append(response["Messages"])
+        if now >= WINDOW_START + timedelta(seconds=self.shape.worker_seconds):
+            for messages in batches:
+                self.esm.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
+                    ],
+                )
+                self.skipped += len(messages)
+            return
+        for messages in batches:
+            self.clock.now = now  # the second's batches are concurrent invocations
+            before = self.meter.tally.snapshot()
+            sleeps = len(self.clock.sleeps)
+            started = self.aws.own_thread_time()
+            with captured_output() as output:
+                response = handler(
+                    sqs_event(messages, QUEUE_ARN),
+                    _Context("worker", DEPLOYED.worker_memory_mb, DEPLOYED.worker_timeout_seconds),
+                )
+            own = self.aws.own_thread_time() - started
+            failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
             done = [m for m in messages if m["MessageId"] not in failed]
             if done:
-                self.sqs.delete_message_batch(
+                self.esm.delete_message_batch(
                     QueueUrl=url,
                     Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
                 )
+            if failed:
+                raise RuntimeError(f"{len(failed)} messages failed at {now}")
+            if not measured:
+                continue
+            size, lines = _lines(output.getvalue())
+            self.worker.count += 1
+            self.worker.own_cpu_s += own
+            self.worker.slept_s += sum(self.clock.sleeps[sleeps:])
+            self.worker.log_bytes += size
+            self.worker.log_lines += lines
+            add_tally(self.worker.tally, self.meter.tally.minus(before))
+            self.runs += len(done)
+            self.deletes += 1 if done else 0
+        if measured and batches:
+            self.per_second[len(batches)] += 1
+        self.clock.now = now
 
-    def create(self, tenant: str = TENANT, **spec: Any) -> str:
-        from tickwork.domain.models import JobSpec
-
-        body = {"name": f"job-{uuid.uuid4().hex[:12]}", **spec}
-        details = self.runtime.service.create_job(tenant, JobSpec.model_validate(body), self.clock())
-        return details.job.job_id
-
-    def http(self, path: str) -> dict[str, Any]:
-        return {"type": "http", "url": self.receiver.url(path), "timeout_seconds": 5}
-
-    def metered(self, body: Callable[[Scenario], None], runs: int) -> Scenario:
-        before = self.meter.tally.snapshot()
-        scenario = Scenario(runs=runs, tally=Tally())
-        body(scenario)
-        scenario.tally = self.meter.tally.minus(before)
-        return scenario
-
-    # --- scenarios ----------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
-        try:
-            idle = self.metered(self._idle, IDLE_TICKS)
-            results = {"idle_tick": idle, "create": self.metered(self._create_over_api, 1)}
-            for name, body, runs in (
-                ("recurring", self._recurring, RECURRING_JOBS * RECURRING_FIRES),
-                ("limited", self._limited, RECURRING_JOBS * RECURRING_FIRES),
-                ("once", self._once, ONCE_JOBS),
-                ("retry", self._retry, 1),
-                ("dead", self._dead, 1),
-            ):
-                scenario = self.metered(body, runs)
-                _take_out_ticks(scenario, idle)
-                results[name] = scenario
-            self._check(results)
-            figures: dict[str, Any] = {name: scenario.as_dict() for name, scenario in results.items()}
-            figures["item_bytes"] = dict(self.meter.tally.item_bytes)
-            return figures
-        finally:
-            next(self._receiver_iter, None)
-
-    def _idle(self, scenario: Scenario) -> None:
-        for _ in range(IDLE_TICKS):
-            self.clock.advance(seconds=1)
-            started = time.perf_counter()
-            self.tick()
-            scenario.handler_ms.append((time.perf_counter() - started) * 1000)
-        scenario.ticks = IDLE_TICKS
-
-    def _create_over_api(self, scenario: Scenario) -> None:
-        from functions.api import handler as api_handler
-        from functions.authorizer import handler as authorizer_handler
-        from tests.support.apigw import ApiGateway
-
-        gateway = ApiGateway(api_handler.lambda_handler, authorizer_handler.lambda_handler)
-        body = {
-            "name": "nightly-report",
-            "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "Europe/Paris"},
-            "target": {"type": "http", "url": "https://hooks.example.com/report"},
-        }
-        started = time.perf_counter()
-        response = gateway.request("POST", "/v1/jobs", token=TOKEN, body=body)
-        scenario.handler_ms.append((time.perf_counter() - started) * 1000)
-        if response.status != 201:
-            raise RuntimeError(f"create failed: {response.status} {response.body}")
-        scenario.invocations = 2  # the authorizer and the API function
-
-    def _limited(self, scenario: Scenario) -> None:
-        self._recurring(scenario, LIMITED)
-
-    def _recurring(self, scenario: Scenario, tenant: str = TENANT) -> None:
-        first = self.clock() + timedelta(minutes=1)
-        first = first.replace(second=0, microsecond=0)
-        job_ids: list[str] = []
-        with self._unmetered():
-            for i in range(RECURRING_JOBS):
-                job_ids.append(
-                    self.create(
-                        tenant,
-                        schedule={"type": "rate", "every_seconds": 60, "start_at": first.isoformat()},
-                        target=self.http(f"/recurring-{i}"),
-                        payload={"report": "daily", "n": i},
-                    )
-                )
-        for fire in range(RECURRING_FIRES):
-            self.clock.now = first + timedelta(minutes=fire)
-            self.tick()
-            self.drain(scenario)
-        scenario.ticks = RECURRING_FIRES
-        with self._unmetered():
-            for job_id in job_ids:
-                self.runtime.service.cancel_job(tenant, job_id, self.clock())
-
-    def _once(self, scenario: Scenario) -> None:
-        at = self.clock().replace(second=0, microsecond=0) + timedelta(minutes=10)
-        with self._unmetered():
-            for i in range(ONCE_JOBS):
-                self.create(schedule={"type": "once", "at": at.isoformat()}, target=self.http(f"/once-{i}"))
-        self.clock.now = at
-        self.tick()
-        self.drain(scenario)
-        scenario.ticks = 1
-
-    def _retry(self, scenario: Scenario) -> None:
-        self._failing(scenario, "/retry", [503, 200], max_attempts=3)
-
-    def _dead(self, scenario: Scenario) -> None:
-        self._failing(scenario, "/dead", [503], max_attempts=2)
-
-    def _failing(self, scenario: Scenario, path: str, statuses: list[int], *, max_attempts: int) -> None:
-        self.receiver.script[path] = list(statuses)
-        at = self.clock().replace(second=0, microsecond=0) + timedelta(minutes=10)
-        retry = {"max_attempts": max_attempts, "initial_delay_seconds": 1, "jitter": "none"}
-        with self._unmetered():
-            self.create(schedule={"type": "once", "at": at.isoformat()}, target=self.http(path), retry=retry)
-        self.clock.now = at
-        self.tick()
-        self.drain(scenario)
-        for _ in range(max_attempts):
-            # the retry's 1 s SQS delay is real time under moto
-            self.clock.advance(seconds=1)
-            time.sleep(1.1)
-            self.drain(scenario)
-        scenario.ticks = 1
-
-    @contextmanager
-    def _unmetered(self) -> Iterator[None]:
-        """Set-up calls (creating and cancelling the workload's jobs) are not part of what is measured."""
-        before = self.meter.tally.snapshot()
-        yield
-        for name in ("requests", "wru", "rru", "index_wru"):
-            mine, theirs = getattr(self.meter.tally, name), getattr(before, name)
-            for key in list(mine):
-                mine[key] = theirs.get(key, 0)
-
-    def _check(self, results: dict[str, Scenario]) -> None:
-        """The workload must have done what it says, or its figures mean nothing."""
+    def check(self) -> None:
+        """The window did what it says: one planning cycle whose ticks planned the cycle's runs, the metered
+        worker ran its share of them (the rest were drained), each SUCCEEDED at its first attempt."""
+        from tickwork import tables
+        from tickwork.adapters.runs import run_from_item
         from tickwork.domain.models import RunStatus
 
-        statuses: dict[str, int] = {}
-        for item in self.dynamodb.scan(TableName=self.runtime.settings.runs_table)["Items"]:
-            statuses[item["status"]["S"]] = statuses.get(item["status"]["S"], 0) + 1
-        expected_ok = 2 * RECURRING_JOBS * RECURRING_FIRES + ONCE_JOBS + 1
-        if statuses.get(RunStatus.SUCCEEDED.value) != expected_ok or statuses.get(RunStatus.DEAD.value) != 1:
-            raise RuntimeError(f"the workload did not end as planned: {statuses}")
+        planned, expected = self.shape.planned, self.shape.expected_runs
+        planning = [count for count in self.planned if count]
+        if len(self.planned) != CYCLE_TICKS or len(planning) != 1 or self.planned[0] != planned:
+            raise RuntimeError(
+                f"{self.shape.name}: the window's ticks planned {self.planned}, not {planned} once"
+            )
+        if self.runs != expected or self.runs + self.skipped != planned:
+            raise RuntimeError(
+                f"{self.shape.name}: {self.runs} runs metered and {self.skipped} drained, "
+                f"expected {expected} of {planned}"
+            )
+        worker_end = WINDOW_START + timedelta(seconds=self.shape.worker_seconds)
+        low = tables.run_sort_key(int((WINDOW_START + TICK_PHASE).timestamp() * 1000))
+        high = tables.run_sort_key(int((worker_end - TICK_PHASE).timestamp() * 1000))
+        statuses: Counter[str] = Counter()
+        for job_id in self.job_ids:
+            pages = self.peek.get_paginator("query").paginate(
+                TableName=tables.RUNS.default_name,
+                KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
+                ExpressionAttributeValues={
+                    ":pk": {"S": tables.job_key(self._tenant, job_id)},
+                    ":low": {"S": low},
+                    ":high": {"S": high},
+                },
+                ConsistentRead=True,
+            )
+            for page in pages:
+                for item in page["Items"]:
+                    run = run_from_item(item)
+                    good = run.status is RunStatus.SUCCEEDED and run.attempt == 1
+                    statuses["ok" if good else f"{run.status.value}/{run.attempt}"] += 1
+        if dict(statuses) != {"ok": expected}:
+            raise RuntimeError(f"{self.shape.name}: runs in the window ended {dict(statuses)}")
+
+    def result(self, wall_s: float) -> dict[str, Any]:
+        return {
+            "period": self.shape.period,
+            "jobs": self.shape.jobs,
+            "history_per_job": self.shape.history,
+            "runs": self.runs,
+            "worker_seconds": self.shape.worker_seconds,
+            "drained_unmetered": self.skipped,
+            "ticks": len(self.planned),
+            "planned_runs": sum(self.planned),
+            "worker": self.worker.as_dict(),
+            "planner": self.planner.as_dict(),
+            "esm": {
+                "sqs.ReceiveMessage": self.worker.count,
+                "sqs.DeleteMessageBatch": self.deletes,
+            },
+            "invocations_per_second": {str(k): v for k, v in sorted(self.per_second.items())},
+            "item_bytes": dict(sorted(self.meter.tally.item_bytes.items())),
+            "wall_s": round(wall_s, 1),
+        }
 
 
-def _take_out_ticks(scenario: Scenario, idle: Scenario) -> None:
-    """Remove the fixed cost of the scenario's ticks (as measured on idle ticks)."""
-    for name in ("requests", "wru", "rru", "index_wru"):
-        mine, fixed = getattr(scenario.tally, name), getattr(idle.tally, name)
-        for key, value in fixed.items():
-            mine[key] = mine.get(key, 0) - value * scenario.ticks / idle.ticks
-            if abs(mine[key]) < 1e-9:
-                del mine[key]
+def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run one shape; the figures of its window."""
+    import boto3
+    from tickwork.observability import PowertoolsMetricSink, metrics
+
+    from bench._moto import moto_runtime, sqs_follows
+    from tests.support.engine import FakeClock, start_receiver
+
+    started = time.perf_counter()
+    receivers = start_receiver()
+    receiver = next(receivers)
+    clock = FakeClock(CREATED)
+    try:
+        with moto_at_scale(), moto_runtime() as runtime, sqs_follows(clock):
+            runtime.metrics = PowertoolsMetricSink()
+            # The planner dates a chunk's delays from when it is sent: on the fake clock, not the wall clock
+            # that moto's slowness moves (sends that took seconds would arrive early and be sent again).
+            runtime.planner.timer = lambda: clock().timestamp()
+            metrics.clear_metrics()
+            peek = boto3.client("dynamodb")
+            workload = Workload(
+                shape=shape,
+                runtime=runtime,
+                clock=clock,
+                receiver=receiver,
+                meter=Meter(peek),
+                aws=AwsClock(),
+                esm=boto3.client("sqs"),
+                peek=peek,
+            )
+            workload.create_jobs()
+            workload.seed()
+            if progress:
+                progress(f"{shape.name}: {shape.history * shape.jobs:,} past runs seeded")
+            for client in (runtime.dynamodb, runtime.sqs):
+                workload.meter.attach(client)
+                workload.aws.wrap(client)
+            workload.run()
+            workload.check()
+            metrics.clear_metrics()
+            return workload.result(time.perf_counter() - started)
+    finally:
+        next(receivers, None)
+
+
+def measure_create(period: int) -> dict[str, Any]:
+    """One ``POST /v1/jobs`` of a rate job through the API Gateway stand-in (the authorizer, then the API
+    function), metered: the tenant and rate-limit reads, the job's writes, and its first fires' sends."""
+    import os
+
+    import boto3
+    from tickwork import tables
+    from tickwork.runtime import runtime as process_runtime
+
+    from bench._moto import TOKEN, moto_runtime
+    from functions.api import handler as api_handler
+    from functions.authorizer import handler as authorizer_handler
+    from tests.support.apigw import ApiGateway
+
+    with moto_runtime() as runtime:
+        os.environ[tables.RUN_QUEUE.env_var] = runtime.settings.run_queue_url
+        os.environ[tables.DEAD_RUN_QUEUE.env_var] = runtime.settings.dead_run_queue_url
+        process_runtime.cache_clear()
+        current = process_runtime()
+        meter, aws = Meter(boto3.client("dynamodb")), AwsClock()
+        for client in (current.dynamodb, current.sqs):
+            meter.attach(client)
+            aws.wrap(client)
+        gateway = ApiGateway(api_handler.lambda_handler, authorizer_handler.lambda_handler)
+        body = {
+            "name": "every-minute-report",
+            "schedule": {"type": "rate", "every_seconds": period},
+            "target": {"type": "http", "url": "https://hooks.example.com/report", "timeout_seconds": 10},
+            "payload": PAYLOAD,
+        }
+        started = aws.own_thread_time()
+        with captured_output() as output:
+            response = gateway.request("POST", "/v1/jobs", token=TOKEN, body=body)
+        own = aws.own_thread_time() - started
+        process_runtime.cache_clear()
+        if response.status != 201:
+            raise RuntimeError(f"create failed: {response.status} {response.body}")
+        size, lines = _lines(output.getvalue())
+        return {
+            "period": period,
+            "invocations": 2,
+            "own_cpu_s": round(own, 6),
+            "log_bytes": size,
+            "log_lines": lines,
+            **tally_dict(meter.tally),
+        }
+
+
+__all__ = ["Shape", "measure", "measure_create", "moto_at_scale"]

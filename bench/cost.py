@@ -1,262 +1,733 @@
-"""Requests, DynamoDB capacity units and price per run, measured on a fixed workload under moto.
+"""Cost per successful recurring run, all-in, at steady state, for 1-second, 10-second and 1-minute rate jobs.
 
-    python -m bench.cost
+    python -m bench.cost                # measure; save bench/cost_figures.json, rewrite the generated
+                                        # blocks of docs/cost.md, print the section of docs/benchmarks.md
+    python -m bench.cost --json         # measure; print the figures as JSON
+    python -m bench.cost --write-doc    # measure; save the figures, rewrite docs/cost.md's blocks
+    python -m bench.cost --write-doc --figures bench/cost_figures.json   # the blocks again, no measuring
 
-Every AWS call of the real planner, dispatcher, worker and sweeper code is counted with botocore event hooks
-(``bench._cost_meter``); the workload is in ``bench._cost_workload``. The figures from before the hot path was
-cut are kept in ``bench._cost_before``, measured with the same workload at the commit named there.
+The workload (``bench._cost_workload``) runs each job shape through the real planner and worker handlers under
+moto on a fake clock and meters every request (``bench._cost_meter``). This module turns the figures into
+dollars: the published prices, and a stated model for what moto cannot show (Lambda duration, log platform
+lines, X-Ray sampling). The figures from before run path v2 are in ``bench._cost_before``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import multiprocessing
+import re
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bench._cost_before import BEFORE, BEFORE_COMMIT
-from bench._cost_workload import LIMITED_MAX_IN_FLIGHT
+from bench._common import ROOT
+from bench._cost_before import BEFORE, QUOTED
+from infra.config import StageConfig
 
 COMMAND = "python -m bench.cost"
+DEPLOYED = StageConfig()
+DOC = Path(ROOT) / "docs" / "cost.md"
+FIGURES = Path(ROOT) / "bench" / "cost_figures.json"
+"""The figures the generated blocks of ``docs/cost.md`` were made from (``--write-doc`` saves them)."""
 
-# Published prices (us-east-1), see /docs: DynamoDB on-demand, SQS standard, Lambda arm64, API Gateway REST.
+# --- prices (us-east-1) -------------------------------------------------------------------------------------
 WRU_PRICE = 0.625 / 1e6
 RRU_PRICE = 0.125 / 1e6
 SQS_PRICE = 0.40 / 1e6
 LAMBDA_REQUEST_PRICE = 0.20 / 1e6
-LAMBDA_GB_SECOND_PRICE = 0.0000133334
-API_PRICE = 3.50 / 1e6
+GB_SECOND_PRICE = 0.0000133334  # arm64
+LOGS_PRICE_PER_GB = 0.50  # CloudWatch Logs ingestion
+XRAY_TRACE_PRICE = 5.00 / 1e6  # traces recorded
+API_PRICE = 3.50 / 1e6  # API Gateway REST
 EVENTBRIDGE_SCHEDULER_PRICE = 1.00 / 1e6
-# Memory sizes of the deployed functions (infra/config.py defaults).
-WORKER_GB, API_GB, PLANNER_GB = 0.5, 0.5, 1.0
-# A recurring job's create is shared by its runs: one firing every minute for 30 days.
-RUNS_PER_RECURRING_JOB = 60 * 24 * 30
-TICKS_PER_MONTH = 60 * 24 * 30
+BUDGET = 2.00 / 1e6
+
+# --- the job shapes -----------------------------------------------------------------------------------------
+PERIODS = (1, 10, 60)
+FLEET = 20
+HISTORY_SECONDS = 2 * 86_400
+FLEET_HISTORY_RUNS = 3_600
+"""A fleet's jobs carry two days of history or this many past runs each, whichever is fewer (moto holds every
+item in memory); the history check shows the per-run figures do not depend on it."""
+CHECK_HISTORY_RUNS = 600
+MAX_METERED_RUNS = 300
+"""A shape whose cycle holds more runs has its worker metered over the cycle's first minute only (see
+``bench._cost_workload.Shape.worker_seconds``), so the whole benchmark runs in a few minutes."""
+CREATE_SHARE_DAYS = 30
+"""A recurring job's create call is shared by its runs over this many days."""
 
 
-def measure() -> dict[str, Any]:
-    from bench._cost_workload import run_workload
+@dataclass(frozen=True)
+class Model:
+    """What moto cannot show, stated. Duration = own CPU (plus botocore's per request) stretched to the
+    function's share of a vCPU, plus AWS's time per request, plus the time the worker waits out before a
+    fire, plus half a millisecond of billing round-up per invocation."""
 
-    return run_workload()
+    dynamodb_latency_s: float = 0.005
+    sqs_latency_s: float = 0.010
+    vcpu_mb: int = 1769
+    """Lambda gives a function one full vCPU at 1,769 MB, in proportion below it."""
+    botocore_ms: float = 0.3
+    """botocore's client-side CPU per request (measured with ``bench.worker_cpu.client_cpu_per_request``)."""
+    platform_log_bytes: int = 500
+    """Lambda's own lines per invocation in JSON log format: platform.start and platform.report (with its
+    metrics and X-Ray trace id)."""
+    xray_reservoir_per_second: int = 1
+    xray_rate: float = 0.05
+    worker_memory_mb: int = DEPLOYED.worker_memory_mb
+    planner_memory_mb: int = DEPLOYED.planner_memory_mb
+    api_memory_mb: int = DEPLOYED.api_memory_mb
+    target_ms: float = 0.0
+    """The webhook target's own response time, per run (excluded: priced separately per 10 ms)."""
 
 
-# --- arithmetic -------------------------------------------------------------------------------------------
-def per_run(scenario: dict[str, Any], what: str) -> dict[str, float]:
-    return {key: value / scenario["runs"] for key, value in scenario[what].items()}
+def requests_of(part: dict[str, Any], service: str) -> float:
+    return float(
+        sum(value for key, value in part.get("requests", {}).items() if key.startswith(f"{service}."))
+    )
 
 
-def totals(scenario: dict[str, Any]) -> dict[str, float]:
-    """Per run: requests by service, table WRU, index WRU, RRU."""
-    runs = scenario["runs"]
-    requests = scenario["requests"]
+def total(part: dict[str, Any], what: str) -> float:
+    return float(sum(part.get(what, {}).values()))
+
+
+def xray_traces(per_second: dict[str, int], model: Model) -> float:
+    """Traces recorded by the default sampling rule: the first ``reservoir`` invocations in each second, then
+    ``rate`` of the rest. ``per_second`` maps an invocation count to the seconds that had it."""
+    traces = 0.0
+    for count, seconds in per_second.items():
+        n = int(count)
+        kept = min(n, model.xray_reservoir_per_second)
+        traces += seconds * (kept + model.xray_rate * (n - kept))
+    return traces
+
+
+def duration_s(function: dict[str, Any], memory_mb: int, model: Model) -> float:
+    """Billed seconds of a function's invocations (summed)."""
+    dynamodb, sqs = requests_of(function, "dynamodb"), requests_of(function, "sqs")
+    cpu = float(function["own_cpu_s"]) + (dynamodb + sqs) * model.botocore_ms / 1000
+    stretch = max(1.0, model.vcpu_mb / memory_mb)
+    waits = dynamodb * model.dynamodb_latency_s + sqs * model.sqs_latency_s
+    return float(cpu * stretch + waits + function.get("slept_s", 0.0) + function["count"] * 0.0005)
+
+
+def function_dollars(
+    function: dict[str, Any], *, memory_mb: int, traces: float, model: Model, mapping_requests: float = 0
+) -> dict[str, float]:
+    """Dollars, by part, of one function's invocations (summed over them). ``mapping_requests``: the event
+    source mapping's SQS requests for these invocations."""
+    gb_seconds = duration_s(function, memory_mb, model) * memory_mb / 1024
+    log_bytes = function.get("log_bytes", 0) + function["count"] * model.platform_log_bytes
     return {
-        "dynamodb_requests": sum(v for k, v in requests.items() if k.startswith("dynamodb.")) / runs,
-        "sqs_requests": sum(v for k, v in requests.items() if k.startswith("sqs.")) / runs,
-        "wru": sum(scenario["wru"].values()) / runs,
-        "index_wru": sum(scenario["index_wru"].values()) / runs,
-        "rru": sum(scenario["rru"].values()) / runs,
+        "DynamoDB writes": (total(function, "wru") + total(function, "index_wru")) * WRU_PRICE,
+        "DynamoDB reads": total(function, "rru") * RRU_PRICE,
+        "SQS requests": (requests_of(function, "sqs") + mapping_requests) * SQS_PRICE,
+        "Lambda requests": function["count"] * LAMBDA_REQUEST_PRICE,
+        "Lambda duration": gb_seconds * GB_SECOND_PRICE,
+        "CloudWatch Logs": log_bytes / 1e9 * LOGS_PRICE_PER_GB,
+        "X-Ray traces": traces * XRAY_TRACE_PRICE,
     }
 
 
-def run_price(scenario: dict[str, Any], *, gb: float = WORKER_GB) -> dict[str, float]:
-    """Dollars per run, by part. Lambda time is the measured in-process wall time per message."""
-    t = totals(scenario)
-    return {
-        "DynamoDB writes (table)": t["wru"] * WRU_PRICE,
-        "DynamoDB writes (indexes)": t["index_wru"] * WRU_PRICE,
-        "DynamoDB reads": t["rru"] * RRU_PRICE,
-        "SQS": t["sqs_requests"] * SQS_PRICE,
-        "Lambda requests": scenario["invocations"] / scenario["runs"] * LAMBDA_REQUEST_PRICE,
-        "Lambda GB-s": scenario["handler_ms"] / 1000 * gb * LAMBDA_GB_SECOND_PRICE,
-    }
+PARTS = (
+    "DynamoDB writes",
+    "DynamoDB reads",
+    "SQS requests",
+    "Lambda requests",
+    "Lambda duration",
+    "CloudWatch Logs",
+    "X-Ray traces",
+    "planner share",
+    "API create share",
+)
 
 
-def create_price(create: dict[str, Any]) -> float:
-    parts = run_price(create, gb=API_GB)
+def create_dollars(create: dict[str, Any], model: Model) -> float:
+    """One create call: API Gateway, the authorizer and the API function (one trace)."""
+    parts = function_dollars(
+        {**create, "count": create["invocations"]}, memory_mb=model.api_memory_mb, traces=1, model=model
+    )
     return sum(parts.values()) + API_PRICE
 
 
-def tick_price(idle: dict[str, Any]) -> float:
-    """Dollars per planner tick with nothing due (its queries, one invocation, its time)."""
-    per_tick = {**idle, "runs": idle["ticks"], "invocations": idle["ticks"]}
-    return sum(run_price(per_tick, gb=PLANNER_GB).values())
+def runs_per_job(period: int) -> float:
+    return CREATE_SHARE_DAYS * 86_400 / period
 
 
-def per_million(figures: dict[str, Any]) -> dict[str, float]:
-    """Dollars per million runs, per kind of run, with the create call where it belongs."""
-    create = create_price(figures["create"])
+def planned_runs(shape: dict[str, Any]) -> int:
+    """The runs the planner's metered ticks planned: what its share is spread over (the worker's figures are
+    per metered run, ``shape["runs"]``)."""
+    return int(shape.get("planned_runs", shape["runs"]))
+
+
+def shape_dollars(shape: dict[str, Any], create: dict[str, Any], model: Model) -> dict[str, float]:
+    """Dollars per run, by part, of a measured shape: the worker's (with the event source mapping's requests)
+    per metered run, the planner's per planned run, the create call's per run of the job's first 30 days."""
+    runs = shape["runs"]
+    worker = dict(shape["worker"])
+    if model.target_ms:
+        worker["slept_s"] = worker["slept_s"] + runs * model.target_ms / 1000
+    parts = function_dollars(
+        worker,
+        memory_mb=model.worker_memory_mb,
+        traces=xray_traces(shape["invocations_per_second"], model),
+        model=model,
+        mapping_requests=sum(shape["esm"].values()),
+    )
+    planner = function_dollars(
+        shape["planner"], memory_mb=model.planner_memory_mb, traces=shape["planner"]["count"], model=model
+    )
+    per_run = {part: value / runs for part, value in parts.items()}
+    per_run["planner share"] = sum(planner.values()) / planned_runs(shape)
+    per_run["API create share"] = create_dollars(create, model) / runs_per_job(shape["period"])
+    return per_run
+
+
+def planner_dollars(shape: dict[str, Any], model: Model) -> dict[str, float]:
+    """The planner's share per run, by part."""
+    planner = function_dollars(
+        shape["planner"], memory_mb=model.planner_memory_mb, traces=shape["planner"]["count"], model=model
+    )
+    return {part: value / planned_runs(shape) for part, value in planner.items()}
+
+
+def before_shape(before: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
+    """The before figures in the shape of a measured one. Requests, units and invocations are measured; the
+    parts moto cannot show take the present engine's figures per invocation (``like``: the lone job of the
+    same period): its own CPU, its wait before the fire (the engine waited the same way), its log bytes. The
+    mapping's requests are one receive and one delete per invocation, as now; the empty polls and the
+    per-message deletes of the measuring script are left out."""
+
+    def minus(total_: dict[str, float], part: dict[str, float]) -> dict[str, float]:
+        out = {key: value - part.get(key, 0) for key, value in total_.items()}
+        return {key: value for key, value in out.items() if value}
+
+    mapping = ("sqs.ReceiveMessage", "sqs.DeleteMessage", "sqs.DeleteMessageBatch")
+    invocations, ticks = before["invocations"], before["ticks"]
+    per_invocation = {
+        key: like["worker"][key] / like["worker"]["count"] for key in ("own_cpu_s", "slept_s", "log_bytes")
+    }
+    per_tick = {key: like["planner"][key] / like["planner"]["count"] for key in ("own_cpu_s", "log_bytes")}
+    requests = {k: v for k, v in before["requests"].items() if k not in mapping}
+    worker = {
+        "count": invocations,
+        "requests": minus(requests, before["tick_requests"]),
+        "wru": minus(before["wru"], before["tick_wru"]),
+        "index_wru": minus(before["index_wru"], before["tick_index_wru"]),
+        "rru": minus(before["rru"], before["tick_rru"]),
+        **{key: value * invocations for key, value in per_invocation.items()},
+    }
+    planner = {
+        "count": ticks,
+        "requests": before["tick_requests"],
+        "wru": before["tick_wru"],
+        "index_wru": before["tick_index_wru"],
+        "rru": before["tick_rru"],
+        "slept_s": 0.0,
+        **{key: value * ticks for key, value in per_tick.items()},
+    }
     return {
-        "recurring": (sum(run_price(figures["recurring"]).values()) + create / RUNS_PER_RECURRING_JOB) * 1e6,
-        "limited": (sum(run_price(figures["limited"]).values()) + create / RUNS_PER_RECURRING_JOB) * 1e6,
-        "once": (sum(run_price(figures["once"]).values()) + create) * 1e6,
-        "retry": (sum(run_price(figures["retry"]).values()) + create) * 1e6,
-        "dead": (sum(run_price(figures["dead"]).values()) + create) * 1e6,
+        "period": before["period"],
+        "jobs": 1,
+        "runs": before["runs"],
+        "worker": worker,
+        "planner": planner,
+        "esm": {"sqs.ReceiveMessage": invocations, "sqs.DeleteMessageBatch": invocations},
+        "invocations_per_second": {"1": invocations},
     }
 
 
-# --- the report -------------------------------------------------------------------------------------------
-def _fmt(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"
+# --- measuring ----------------------------------------------------------------------------------------------
+def worker_seconds(period: int, jobs: int) -> int:
+    """The worker's metered seconds for a shape: the whole 14-minute cycle, or its first minute when the cycle
+    holds more than ``MAX_METERED_RUNS`` runs."""
+    from bench._cost_workload import CYCLE_TICKS
+
+    cycle = CYCLE_TICKS * 60
+    return cycle if jobs * cycle // period <= MAX_METERED_RUNS else 60
 
 
-def _operation_table(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    lines = [
-        "| operation | requests before | requests after | WRU before | WRU after | index WRU before "
-        "| index WRU after | RRU before | RRU after |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    columns = ("requests", "wru", "index_wru", "rru")
-    operations = sorted({key for scenario in (before, after) for c in columns for key in scenario[c]})
-    for operation in operations:
-        cells = []
-        for column in columns:
-            for scenario in (before, after):
-                cells.append(_fmt(per_run(scenario, column).get(operation, 0)))
-        lines.append(f"| {operation} | " + " | ".join(cells) + " |")
-    tb, ta = totals(before), totals(after)
-    lines.append(
-        "| **total** | "
-        + " | ".join(
-            f"**{_fmt(a)}**"
-            for a in (
-                tb["dynamodb_requests"] + tb["sqs_requests"],
-                ta["dynamodb_requests"] + ta["sqs_requests"],
-                tb["wru"],
-                ta["wru"],
-                tb["index_wru"],
-                ta["index_wru"],
-                tb["rru"],
-                ta["rru"],
-            )
+def shapes() -> list[tuple[str, Any]]:
+    from bench._cost_workload import Shape
+
+    found: list[tuple[str, Any]] = []
+    for period in PERIODS:
+        history = HISTORY_SECONDS // period
+        for name, jobs, seeded in (("lone", 1, history), ("fleet", FLEET, min(history, FLEET_HISTORY_RUNS))):
+            found.append((f"{period}s {name}", Shape(period, jobs, seeded, worker_seconds(period, jobs))))
+    found.append(("1s lone, short history", Shape(1, 1, CHECK_HISTORY_RUNS, worker_seconds(1, 1))))
+    return found
+
+
+def _effort(shape: Any) -> float:
+    """Roughly the seconds a shape takes under moto: its metered runs, the messages drained past them, the
+    planner's 16 minutes, and its seeded items."""
+    metered = shape.jobs * shape.worker_seconds / shape.period
+    drained = shape.jobs * 840 / shape.period - metered
+    return float(metered * 0.1 + drained * 0.003 + shape.jobs * shape.history * 0.0006 + 5)
+
+
+def _measure_one(item: tuple[str, Any]) -> tuple[str, dict[str, Any]]:
+    from bench._cost_workload import measure as measure_shape
+
+    name, shape = item
+    started = time.perf_counter()
+    result = measure_shape(shape)
+    print(f"{name}: measured in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return name, result
+
+
+def measure(processes: int = 2) -> dict[str, Any]:
+    """Every shape, ``processes`` at a time (each in a process of its own: moto's state is per process), the
+    longest first; then the create call and botocore's CPU per request."""
+    from bench._cost_workload import measure_create
+    from bench.worker_cpu import client_cpu_per_request
+
+    work = sorted(shapes(), key=lambda item: -_effort(item[1]))
+    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        measured = dict(pool.map(_measure_one, work))
+    return {
+        "shapes": {name: measured[name] for name, _ in shapes()},
+        "create": measure_create(60),
+        "botocore_ms": round(client_cpu_per_request(), 4),
+    }
+
+
+# --- the report ---------------------------------------------------------------------------------------------
+def _money(value: float) -> str:
+    """Dollars per million."""
+    if 0 < value * 1e6 < 0.005:
+        return "<$0.01"
+    return f"${value * 1e6:.2f}"
+
+
+def _num(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def model_of(figures: dict[str, Any]) -> Model:
+    return Model(botocore_ms=figures.get("botocore_ms", Model.botocore_ms))
+
+
+def _main_shapes(figures: dict[str, Any]) -> list[str]:
+    """The six shapes, by period, the fleet before the lone job (the saved figures' keys are sorted)."""
+    names = [name for name in figures["shapes"] if "short" not in name]
+    return sorted(names, key=lambda n: (figures["shapes"][n]["period"], -figures["shapes"][n]["jobs"]))
+
+
+def _per_run(shape: dict[str, Any], what: str) -> float:
+    """Requests or units of one kind per run: the worker's (and the mapping's) per metered run plus the
+    planner's per planned run."""
+    worker = total(shape["worker"], what) + (total(shape, "esm") if what == "requests" else 0)
+    return float(worker / shape["runs"] + total(shape["planner"], what) / planned_runs(shape))
+
+
+def _requests_per_run(shape: dict[str, Any]) -> float:
+    return _per_run(shape, "requests")
+
+
+def before_dollars(figures: dict[str, Any], period: int) -> dict[str, float] | None:
+    if str(period) not in BEFORE:
+        return None
+    like = figures["shapes"][f"{period}s lone"]
+    shape = before_shape(BEFORE[str(period)], like)
+    return shape_dollars(shape, figures["create"], model_of(figures))
+
+
+def summary_block(figures: dict[str, Any]) -> str:
+    model = model_of(figures)
+    rows = []
+    for name in _main_shapes(figures):
+        shape = figures["shapes"][name]
+        dollars = sum(shape_dollars(shape, figures["create"], model).values())
+        before = before_dollars(figures, shape["period"])
+        history = f"{shape['history_per_job']:,} runs" + (" each" if shape["jobs"] > 1 else "")
+        rows.append(
+            [
+                f"every {shape['period']} s",
+                "lone job" if shape["jobs"] == 1 else f"fleet of {shape['jobs']}",
+                history,
+                f"{shape['runs']:,}",
+                _num(_requests_per_run(shape)),
+                f"**{_money(dollars)}**" if shape["jobs"] > 1 else _money(dollars),
+                _money(sum(before.values())) if before else QUOTED.get(str(shape["period"]), "not measured"),
+                _money(EVENTBRIDGE_SCHEDULER_PRICE),
+            ]
         )
-        + " |"
+    return _table(
+        [
+            "rate job",
+            "shape",
+            "history seeded",
+            "runs metered (worker)",
+            "requests per run",
+            "$ per million runs, all-in",
+            "before (lone job)",
+            "EventBridge Scheduler",
+        ],
+        rows,
     )
-    return lines
+
+
+def dollars_block(figures: dict[str, Any]) -> str:
+    model = model_of(figures)
+    names = _main_shapes(figures)
+    per_shape = {name: shape_dollars(figures["shapes"][name], figures["create"], model) for name in names}
+    befores = {period: before_dollars(figures, period) for period in PERIODS}
+    header = ["part", *names, *(f"{p}s before" for p in PERIODS if befores[p])]
+    rows = []
+    for part in PARTS:
+        rows.append(
+            [
+                part,
+                *(_money(per_shape[name][part]) for name in names),
+                *(_money(b[part]) for b in befores.values() if b),
+            ]
+        )
+    rows.append(
+        [
+            "**total**",
+            *(f"**{_money(sum(per_shape[name].values()))}**" for name in names),
+            *(f"**{_money(sum(b.values()))}**" for b in befores.values() if b),
+        ]
+    )
+    return _table(header, rows)
+
+
+def planner_block(figures: dict[str, Any]) -> str:
+    model = model_of(figures)
+    names = _main_shapes(figures)
+    shares = {name: planner_dollars(figures["shapes"][name], model) for name in names}
+    rows = [[part, *(_money(shares[name][part]) for name in names)] for part in PARTS[:7]]
+    rows.append(["**planner share**", *(f"**{_money(sum(shares[name].values()))}**" for name in names)])
+    ticks = [
+        "runs planned per tick",
+        *(_num(figures["shapes"][n]["planned_runs"] / figures["shapes"][n]["ticks"]) for n in names),
+    ]
+    return _table(["part", *names], [ticks, *rows])
+
+
+def _operations(shape: dict[str, Any]) -> list[tuple[str, str, dict[str, float]]]:
+    """(who, operation, per-run figures) of every request kind of a shape."""
+    runs = shape["runs"]
+    found = []
+    for who, part in (("worker", shape["worker"]), ("planner", shape["planner"])):
+        per = runs if who == "worker" else planned_runs(shape)
+        for operation in sorted(part["requests"]):
+            found.append(
+                (
+                    who,
+                    operation,
+                    {
+                        what: part.get(what, {}).get(operation, 0) / per
+                        for what in ("requests", "wru", "index_wru", "rru")
+                    },
+                )
+            )
+    for operation, count in shape["esm"].items():
+        found.append(("event source mapping", operation, {"requests": count / runs}))
+    return found
+
+
+def requests_block(figures: dict[str, Any], period: int) -> str:
+    pair = [name for name in _main_shapes(figures) if figures["shapes"][name]["period"] == period]
+    operations: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for name in pair:
+        for who, operation, values in _operations(figures["shapes"][name]):
+            operations.setdefault((who, operation), {})[name] = values
+    header = ["who", "request"]
+    for name in pair:
+        header += [f"{name}: requests", "WRU", "index WRU", "RRU"]
+    rows = []
+    for (who, operation), by_shape in operations.items():
+        row = [who, f"`{operation}`"]
+        for name in pair:
+            values = by_shape.get(name, {})
+            row += [_num(values.get(what, 0)) for what in ("requests", "wru", "index_wru", "rru")]
+        rows.append(row)
+    totals = ["**total**", ""]
+    for name in pair:
+        shape = figures["shapes"][name]
+        totals += [
+            f"**{_num(_requests_per_run(shape))}**",
+            *(f"**{_num(_per_run(shape, what))}**" for what in ("wru", "index_wru", "rru")),
+        ]
+    rows.append(totals)
+    return _table(header, rows)
+
+
+def lambda_block(figures: dict[str, Any]) -> str:
+    """Per invocation: what the duration model starts from, measured."""
+    model = model_of(figures)
+    rows = []
+    for name in _main_shapes(figures):
+        shape = figures["shapes"][name]
+        worker, planner = shape["worker"], shape["planner"]
+        count = worker["count"]
+        rows.append(
+            [
+                name,
+                _num(shape["runs"] / count),
+                f"{worker['own_cpu_s'] * 1000 / count:.2f}",
+                f"{worker['slept_s'] * 1000 / count:.0f}",
+                f"{duration_s(worker, model.worker_memory_mb, model) * 1000 / count:.0f}",
+                f"{worker['log_bytes'] / count:.0f} B in {worker['log_lines'] / count:.1f}",
+                f"{planner['own_cpu_s'] * 1000 / planner['count']:.1f}",
+                f"{duration_s(planner, model.planner_memory_mb, model) * 1000 / planner['count']:.0f}",
+                f"{planner['log_bytes'] / planner['count']:.0f} B",
+            ]
+        )
+    return _table(
+        [
+            "shape",
+            "runs per worker invocation",
+            "worker own CPU ms",
+            "worker wait before the fire ms",
+            "worker billed ms (model)",
+            "worker log bytes (lines)",
+            "planner own CPU ms per tick",
+            "planner billed ms (model)",
+            "planner log bytes per tick",
+        ],
+        rows,
+    )
+
+
+def history_block(figures: dict[str, Any]) -> str:
+    long_, short = figures["shapes"]["1s lone"], figures["shapes"]["1s lone, short history"]
+    rows = []
+    for name, shape in (("1s lone", long_), ("1s lone, short history", short)):
+        runs = shape["runs"]
+        rows.append(
+            [
+                name,
+                f"{shape['history_per_job']:,}",
+                f"{shape['runs']:,}",
+                ", ".join(
+                    f"{op.split('.')[1]} {_num(v / runs)}"
+                    for op, v in sorted(shape["worker"]["requests"].items())
+                ),
+                _num(total(shape["worker"], "wru") / runs),
+                _num(total(shape["worker"], "index_wru") / runs),
+                _num(total(shape["worker"], "rru") / runs),
+                _num(sum(shape["planner"]["requests"].values()) / planned_runs(shape)),
+                _num(total(shape["planner"], "rru") / planned_runs(shape)),
+            ]
+        )
+    return _table(
+        [
+            "measurement",
+            "past runs seeded",
+            "runs measured",
+            "worker requests per run",
+            "WRU",
+            "index WRU",
+            "RRU",
+            "planner requests per run",
+            "planner RRU per run",
+        ],
+        rows,
+    )
+
+
+def _per_run_counts(shape: dict[str, Any]) -> tuple[Any, ...]:
+    per = {"worker": shape["runs"], "planner": planned_runs(shape)}
+    return tuple(
+        (who, what, tuple(sorted((k, round(v / per[who], 6)) for k, v in shape[who].get(what, {}).items())))
+        for who in ("worker", "planner")
+        for what in ("requests", "wru", "index_wru", "rru")
+    )
+
+
+def history_holds(figures: dict[str, Any]) -> bool:
+    shapes_ = figures["shapes"]
+    return _per_run_counts(shapes_["1s lone"]) == _per_run_counts(shapes_["1s lone, short history"])
+
+
+def before_block(figures: dict[str, Any]) -> str:
+    rows = []
+    for period in PERIODS:
+        before = BEFORE.get(str(period))
+        if before is None:
+            continue
+        like = figures["shapes"][f"{period}s lone"]
+        shape = before_shape(before, like)
+        rows.append(
+            [
+                f"every {period} s",
+                before["history"],
+                f"{shape['runs']:,}",
+                *(_num(_per_run(shape, what)) for what in ("requests", "wru", "index_wru", "rru")),
+            ]
+        )
+    return _table(
+        ["rate job (lone)", "history", "runs measured", "requests per run", "WRU", "index WRU", "RRU"], rows
+    )
+
+
+def model_block(figures: dict[str, Any]) -> str:
+    m = model_of(figures)
+    per_10ms = 0.010 * m.worker_memory_mb / 1024 * GB_SECOND_PRICE
+    per_100ms_wait = 0.100 * m.worker_memory_mb / 1024 * GB_SECOND_PRICE
+    return "\n".join(
+        [
+            "- Lambda duration, per invocation: own CPU (measured) plus botocore's "
+            f"{m.botocore_ms:.2f} ms per request (measured with a stubbed client), stretched by "
+            f"{m.vcpu_mb:,} MB / memory (a vCPU at {m.vcpu_mb:,} MB: worker {m.worker_memory_mb} MB "
+            f"x{m.vcpu_mb / m.worker_memory_mb:.2f}, planner {m.planner_memory_mb} MB "
+            f"x{m.vcpu_mb / m.planner_memory_mb:.2f}, this machine's core taken as a Graviton vCPU); plus "
+            f"{m.dynamodb_latency_s * 1000:.0f} ms per DynamoDB request and {m.sqs_latency_s * 1000:.0f} ms "
+            "per SQS request the function makes, one after another; plus the worker's wait before a fire "
+            "(measured on the fake clock); plus 0.5 ms of billing round-up. "
+            f"${GB_SECOND_PRICE:.10f} per GB-s (arm64).",
+            "- The webhook target's own response time is left out: each 10 ms of it adds "
+            f"${per_10ms * 1e6:.3f} per million runs (a batch's messages are handled one after another), "
+            f"and each 100 ms of wait per invocation ${per_100ms_wait * 1e6:.3f} per million invocations.",
+            f"- CloudWatch Logs: the bytes the handlers wrote (measured) plus {m.platform_log_bytes} B of "
+            f"Lambda platform lines per invocation, ${LOGS_PRICE_PER_GB:.2f} per GB (10^9 B) ingested.",
+            f"- X-Ray: each function records {m.xray_reservoir_per_second} invocation per second and "
+            f"{m.xray_rate:.0%} of the rest (the default rule, taken per function), "
+            f"${XRAY_TRACE_PRICE * 1e6:.2f} per million traces; a tick is alone in its second: every tick "
+            "is traced.",
+            f"- API create share: one `POST /v1/jobs` (API Gateway ${API_PRICE * 1e6:.2f} per million, the "
+            "authorizer and API invocations at the API's memory, their requests and log lines, one trace) "
+            f"spread over the job's runs in {CREATE_SHARE_DAYS} days.",
+        ]
+    )
+
+
+BLOCKS = (
+    "summary",
+    "model",
+    "lambda",
+    "requests-1",
+    "requests-10",
+    "requests-60",
+    "dollars",
+    "planner",
+    "before",
+    "history",
+)
+
+
+def blocks(figures: dict[str, Any]) -> dict[str, str]:
+    return {
+        "summary": summary_block(figures),
+        "model": model_block(figures),
+        "lambda": lambda_block(figures),
+        **{f"requests-{p}": requests_block(figures, p) for p in PERIODS},
+        "dollars": dollars_block(figures),
+        "planner": planner_block(figures),
+        "before": before_block(figures),
+        "history": history_block(figures)
+        + "\n\n"
+        + (
+            "The worker's and the planner's requests and units per run are the same with either history."
+            if history_holds(figures)
+            else "**The per-run figures differ with the history: the engine is not O(1) here.**"
+        ),
+    }
+
+
+def _marker(name: str) -> tuple[str, str]:
+    return f"<!-- cost:{name}:start -->", f"<!-- cost:{name}:end -->"
+
+
+def write_doc(figures: dict[str, Any], path: Path = DOC) -> None:
+    text = path.read_text()
+    for name, body in blocks(figures).items():
+        start, end = _marker(name)
+        if start not in text:
+            raise SystemExit(f"{path} has no {start} marker")
+        head, rest = text.split(start, 1)
+        tail = rest.split(end, 1)[1]
+        text = f"{head}{start}\n{body}\n{end}{tail}"
+    path.write_text(text)
+
+
+def doc_blocks(text: str) -> dict[str, str]:
+    found = {}
+    for name in BLOCKS:
+        start, end = _marker(name)
+        match = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+        if match:
+            found[name] = match.group(1)
+    return found
+
+
+def save(figures: dict[str, Any]) -> None:
+    """The figures to ``bench/cost_figures.json`` and the generated blocks of ``docs/cost.md`` from them."""
+    FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+    write_doc(figures)
 
 
 def section(figures: dict[str, Any] | None = None) -> str:
-    after = figures if figures is not None else measure()
-    before = BEFORE
-    lines = [
-        "## Cost per run: AWS requests, capacity units and dollars",
-        "",
-        f"Command: `{COMMAND}` (a fixed workload under moto, under a minute). Every AWS call of the real",
-        "planner, dispatcher, worker and sweeper code is counted with botocore `provide-client-params` /",
-        "`after-call` hooks. moto does not report size-based capacity, so units follow DynamoDB's rules from",
-        "the items before and after each write: ceil(size / 1 KB) WRU, the larger side of an update, x2 in a",
-        "transaction, a failed condition still charged; ceil(size / 4 KB) RRU for a strongly consistent",
-        "read, half for an eventually consistent one (index queries); index WRU for every GSI entry a write",
-        "puts, changes or removes (x2 when an index key moves). The worker is driven the way the event",
-        "source mapping drives it: ReceiveMessage of up to 10, one invocation per batch, one",
-        "DeleteMessageBatch. The fixed cost of planner ticks (due-index and sweeper queries) is measured on",
-        "idle ticks and taken out of the per-run figures; it is priced per month below.",
-        "",
-        f"Before: measured with the same workload at commit `{BEFORE_COMMIT}`. After: this tree.",
-        "",
-        "### One successful run of a recurring job (10 jobs every 60 s, 5 fires each), per run",
-        "",
-        *_operation_table(before["recurring"], after["recurring"]),
-        "",
-        "### Per run, by kind of run",
-        "",
-        "| run | requests before | requests after | WRU before | WRU after | index WRU before "
-        "| index WRU after | RRU before | RRU after |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    names = {
-        "recurring": "recurring job, succeeded",
-        "limited": "the same, tenant limit below worker concurrency",
-        "once": "one-time job, succeeded",
-        "retry": "one retry, then succeeded",
-        "dead": "two failed attempts, DEAD",
-    }
-    # Before, every tenant's leases moved the in-flight counter: the limited tenant ran the recurring path.
-    before = {**before, "limited": before.get("limited", before["recurring"])}
-    for key, label in names.items():
-        tb, ta = totals(before[key]), totals(after[key])
-        lines.append(
-            f"| {label} | {_fmt(tb['dynamodb_requests'] + tb['sqs_requests'])} "
-            f"| {_fmt(ta['dynamodb_requests'] + ta['sqs_requests'])} | {_fmt(tb['wru'])} | {_fmt(ta['wru'])} "
-            f"| {_fmt(tb['index_wru'])} | {_fmt(ta['index_wru'])} | {_fmt(tb['rru'])} | {_fmt(ta['rru'])} |"
-        )
-    lines += [
-        "",
-        "A tenant with no `max_in_flight` (the default) takes no slot per run; a tenant with a limit",
-        "claims and gives back a slot of its sharded slot items",
-        f"(the second row: a limit of {LIMITED_MAX_IN_FLIGHT}).",
-        "A one-time job also moves its job item twice (the cursor leaves the due index, then the job is",
-        "COMPLETED after its run).",
-    ]
-    price_before, price_after = per_million(before), per_million(after)
-    lines += [
-        "",
-        "### Dollars per million runs",
-        "",
-        "Prices: DynamoDB on-demand $0.625 per million WRU and $0.125 per million RRU, SQS $0.40 per million",
-        "requests, Lambda $0.20 per million invocations plus $0.0000133334 per GB-s (arm64), API Gateway",
-        f"$3.50 per million calls. Memory as deployed: worker {int(WORKER_GB * 1024)} MB, API and authorizer "
-        f"{int(API_GB * 1024)} MB, planner {int(PLANNER_GB * 1024)} MB.",
-        "Lambda time is the median in-process wall time per message (worker) or per call (API), moto",
-        f"included: {before['recurring']['handler_ms']:.0f} ms before and "
-        f"{after['recurring']['handler_ms']:.0f} ms after per recurring run, on a shared 2-core machine",
-        "whose load moves it more than the code does; a webhook target's own response time adds to it on",
-        "AWS. A one-time run pays its create call (API Gateway, authorizer",
-        "and API invocations, its DynamoDB writes); a recurring job's create is shared by",
-        f"{RUNS_PER_RECURRING_JOB:,} runs (every minute for 30 days).",
-        "",
-        "| run | before | after | EventBridge Scheduler |",
-        "|---|---|---|---|",
-    ]
-    for key, label in names.items():
-        lines.append(
-            f"| {label} | ${price_before[key]:.2f} | ${price_after[key]:.2f} "
-            f"| ${EVENTBRIDGE_SCHEDULER_PRICE * 1e6:.2f} |"
-        )
-    parts_before, parts_after = run_price(before["recurring"]), run_price(after["recurring"])
-    lines += [
-        "",
-        "A recurring run, by part (dollars per million runs):",
-        "",
-        "| part | before | after |",
-        "|---|---|---|",
-        *(
-            f"| {part} | ${parts_before[part] * 1e6:.2f} | ${parts_after[part] * 1e6:.2f} |"
-            for part in parts_after
-        ),
-        "",
-        f"Fixed: a planner tick with nothing due costs ${tick_price(after['idle_tick']) * 1e6:.2f} per "
-        "million ticks",
-        f"({after['idle_tick']['requests'].get('dynamodb.Query', 0) / after['idle_tick']['ticks']:.0f} "
-        f"index queries); one planner ticking every minute is {TICKS_PER_MONTH:,} ticks, "
-        f"${tick_price(after['idle_tick']) * TICKS_PER_MONTH:.2f} a month.",
-        "The event source mapping's idle long polls (about 5 pollers, one ReceiveMessage per 20 s each) are",
-        "about 650,000 requests, $0.26 a month.",
-        "",
-        "EventBridge Scheduler charges $1.00 per million invocations (after 14 million free a month) and",
-        "delivers only to AWS targets at 60 s precision, with no run history; a webhook through it also",
-        "needs an API destination.",
-        "",
-        "Largest items written on this workload: "
-        + ", ".join(f"{table} {size} B" for table, size in sorted(after["item_bytes"].items()))
-        + " (a run with two attempts is the largest run; one attempt is about 600 B), so every hot-path",
-        "write is one unit. What is left is mostly index writes "
-        f"({_fmt(totals(after['recurring'])['index_wru'])} WRU per recurring run): the put enters",
-        "`by_job`, `open_runs` and `by_tenant` (3); the cursor moves the job's `due` entry (2); the lease",
-        "rewrites `by_job` (ALL attributes), moves `open_runs` to the lease expiry and changes `by_tenant`'s",
-        "status (4); the finish rewrites `by_job`, leaves `open_runs` and changes `by_tenant` (3). A",
-        "narrower `by_job` projection would save 2 of them, if the overlap check and the run history read",
-        "the run by key instead.",
-    ]
-    return "\n".join(lines) + "\n"
+    """The markdown section of ``docs/benchmarks.md``. Measuring (no figures given) also saves the figures and
+    rewrites the generated blocks of ``docs/cost.md``, so the two documents show the same run."""
+    if figures is None:
+        figures = measure()
+        save(figures)
+    generated = blocks(figures)
+    return "\n".join(
+        [
+            "## Cost per run: requests and dollars, all-in",
+            "",
+            f"Command: `{COMMAND}` (rate jobs at steady state through the real planner and worker",
+            "handlers under moto on a fake clock, every request metered; about half an hour on two cores).",
+            "The method, the model for what moto cannot show and the per-request breakdown are in",
+            "[cost.md](cost.md).",
+            "",
+            generated["summary"],
+            "",
+            "Dollars per million runs, by part:",
+            "",
+            generated["dollars"],
+            "",
+        ]
+    )
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    figures = measure()
-    if "--json" in args:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", action="store_true", help="print the measured figures as JSON")
+    parser.add_argument(
+        "--write-doc", action="store_true", help="rewrite the generated blocks of docs/cost.md"
+    )
+    parser.add_argument("--figures", help="figures from an earlier --json run instead of measuring")
+    args = parser.parse_args(argv)
+    figures = json.loads(Path(args.figures).read_text()) if args.figures else measure()
+    if args.json:
         print(json.dumps(figures, indent=1, sort_keys=True))
-        return
-    print(section(figures))
+        return 0
+    if not args.figures:
+        save(figures)
+        print(f"saved {FIGURES} and rewrote {DOC}", file=sys.stderr)
+    elif args.write_doc:
+        write_doc(figures)
+        print(f"rewrote {DOC}", file=sys.stderr)
+    if not args.write_doc:
+        print(section(figures))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
