@@ -7,12 +7,11 @@ Everything is computed from :class:`Params`: the figures measured by ``bench.wor
 ``bench.planner_scale`` (CPU, requests and capacity units per run and per planned job), the limits and
 prices of docs' AWS facts, and a few latencies that cannot be measured here (marked as assumptions), and
 from a :class:`Deployment`: the stage settings of ``infra.config.StageConfig`` that size the stack (planner
-groups, due shards, the worker's event source mapping), plus what the stack cannot set today (more than
-one run queue and mapping). Change a parameter and rerun with ``--write-capacity``; ``tests/bench`` checks
-that docs/capacity.md shows what this module computes.
+groups, due shards, the worker functions and their event source mappings). Change a parameter and rerun
+with ``--write-capacity``; ``tests/bench`` checks that docs/capacity.md shows what this module computes.
 
 The burst simulation is discrete-event: the planner makes each run visible (a delayed SQS message) at the
-rate its groups can plan; the event source mapping's concurrency grows as the scaling mode allows; each
+rate its groups can plan; the event source mappings' concurrency grows as the scaling mode allows; each
 concurrent worker takes batches of up to ``batch_size`` messages and runs them one after the other; a
 tenant with an in-flight limit starts at most as many runs per second as its slots allow. Lag = when the
 target is called - the scheduled second.
@@ -28,7 +27,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tickwork.app.planner import SEND_BATCH, SEND_CHUNK, SEND_DRIFT
+
 from bench._common import ROOT, percentile, table
+from infra.config import WORKER_FUNCTIONS_MAX, planner_groups_max
 
 SECONDS_PER_MONTH = 30 * 86_400
 CAPACITY_DOC = Path(ROOT) / "docs" / "capacity.md"
@@ -87,6 +89,9 @@ class Params:
     partition_rcu: float = 3000.0
     mapping_max_concurrency: int = 1000
     """ScalingConfig.MaximumConcurrency: 2 to 1,000 per mapping."""
+    queue_max_in_flight: int = 120_000
+    """A standard queue holds about 120,000 messages in flight (received, not yet deleted): every worker
+    execution holds its batch."""
     standard_start_concurrency: float = 5.0
     standard_ramp_per_minute: float = 300.0
     provisioned_ramp_per_minute: float = 1000.0
@@ -111,7 +116,9 @@ class Params:
     early_wait_ms: float = 500.0
     """The planner sends a fire with DelaySeconds rounded down, so its message is visible up to a second
     before the fire and the worker sleeps out the remainder: half a second on average for fires on whole
-    seconds, once per batch (a batch's messages share their fire second), holding the execution."""
+    seconds, once per batch (a batch's messages share their fire second), holding the execution. A message
+    sent a little after the instant its delay counts from (:meth:`Params.planner_sends`) waits less: the
+    safe side."""
     utilisation: float = 0.5
     """Headroom: plan for partitions, concurrency and planner ticks at half their limit."""
 
@@ -156,16 +163,45 @@ class Params:
     def planner_jobs_per_second(self, memory_mb: float) -> float:
         return 1000 / self.planner_job_ms(memory_mb)
 
-    def planner_send_offset_ms(self, jobs: int, memory_mb: float) -> float:
-        """When a tick planning ``jobs`` sends its last message, after the tick's start: the due jobs are read
-        (the shards' queries, then a BatchGetItem per hundred, one after the other), every job is planned,
-        then the messages go out ten to a request, one request after the other; the cursors are written
-        after the sends. Each message's DelaySeconds is counted from the tick's start, so a message sent
-        this late is seen this much after its fire (less the sub-second part the delay rounds down)."""
-        read = (1 + math.ceil(jobs / 100)) * self.dynamodb_latency_ms
+    @property
+    def send_request_ms(self) -> float:
+        """One SendMessageBatch of ten messages."""
+        return self.sqs_latency_ms + self.client_cpu_ms_per_request
+
+    def planner_read_ms(self, jobs: int) -> float:
+        """A tick's reads before it plans: the shard's query of the due index, then a BatchGetItem per
+        hundred due jobs, one after the other."""
+        return (1 + math.ceil(jobs / 100)) * self.dynamodb_latency_ms
+
+    def planner_sends(self, jobs: int, memory_mb: float) -> list[tuple[float, float]]:
+        """For each message of a tick planning ``jobs`` (a fire each), when it is sent and the instant its
+        ``DelaySeconds`` counts from, in ms after the tick's start (``tickwork.app.planner``): the tick reads
+        its due jobs, plans every one (CPU), then sends the messages in chunks of ``SEND_CHUNK``, ten to a
+        request, one request after the other, and writes the cursors after the sends. Each chunk's delays
+        count from the tick's start plus the time the pass (planning and sending, the reads not included)
+        has run when the chunk goes out, once that is ``SEND_DRIFT`` or more; before, from the tick's start.
+        So a message is sent at most the reads and one chunk's requests after its delay's instant, or, early
+        in a short pass, the drift more."""
+        read = self.planner_read_ms(jobs)
         plan = jobs * self.planner_cpu_ms_per_job / self.vcpu(memory_mb)
-        sends = math.ceil(jobs / 10) * (self.sqs_latency_ms + self.client_cpu_ms_per_request)
-        return read + plan + sends
+        chunk_ms = SEND_CHUNK // SEND_BATCH * self.send_request_ms
+        drift_ms = SEND_DRIFT.total_seconds() * 1000
+        sends = []
+        for message in range(jobs):
+            chunk, place = divmod(message, SEND_CHUNK)
+            elapsed = plan + chunk * chunk_ms
+            counted_from = elapsed if elapsed >= drift_ms else 0.0
+            sends.append((read + elapsed + (place // SEND_BATCH + 1) * self.send_request_ms, counted_from))
+        return sends
+
+    def planner_send_offset_ms(self, jobs: int, memory_mb: float) -> float:
+        """When a tick planning ``jobs`` sends its last message, after the tick's start: the reads, the
+        planning, every request one after the other."""
+        return (
+            self.planner_read_ms(jobs)
+            + jobs * self.planner_cpu_ms_per_job / self.vcpu(memory_mb)
+            + math.ceil(jobs / SEND_BATCH) * self.send_request_ms
+        )
 
     @property
     def wru_per_run(self) -> float:
@@ -233,8 +269,9 @@ class Params:
 # --- a deployment and what it carries ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Deployment:
-    """The settings that size the stack: ``infra.config.StageConfig`` fields, and ``run_queues``, which the
-    stack does not have (it builds one run queue with one event source mapping)."""
+    """The settings that size the stack: ``infra.config.StageConfig`` fields. The stack builds
+    ``worker_functions`` identical workers, each with its own event source mapping on the one run queue,
+    each mapping at ``worker_max_concurrency`` (at most 1,000)."""
 
     planner_groups: int
     due_shards: int
@@ -244,7 +281,7 @@ class Deployment:
     worker_max_concurrency: int = 1000
     worker_batch_size: int = 10
     worker_memory_mb: int = 512
-    run_queues: int = 1
+    worker_functions: int = 1
 
     def stage_config(self) -> dict[str, int]:
         """The StageConfig fields (CDK context ``tickwork:<field>``) of this deployment."""
@@ -254,6 +291,7 @@ class Deployment:
             "planner_max_jobs_per_tick": self.planner_max_jobs_per_tick,
             "planner_timeout_seconds": self.planner_timeout_seconds,
             "planner_memory_mb": self.planner_memory_mb,
+            "worker_functions": self.worker_functions,
             "worker_max_concurrency": self.worker_max_concurrency,
             "worker_batch_size": self.worker_batch_size,
             "worker_memory_mb": self.worker_memory_mb,
@@ -261,7 +299,12 @@ class Deployment:
 
     @property
     def concurrency(self) -> int:
-        return self.run_queues * self.worker_max_concurrency
+        return self.worker_functions * self.worker_max_concurrency
+
+    @property
+    def in_flight(self) -> int:
+        """Messages the executions hold at most: a batch each."""
+        return self.concurrency * self.worker_batch_size
 
 
 @dataclass(frozen=True)
@@ -322,35 +365,41 @@ def needed(p: Params, runs_per_second: float = TARGET_RATE, *, worker_memory_mb:
     shards = groups * math.ceil(index_shards / groups)
     per_tick = math.ceil(visits * p.tick_seconds / groups / u)
     concurrency = math.ceil(runs_per_second * p.execution_ms_per_run(worker_memory_mb, 10) / 1000 / u)
-    queues = math.ceil(concurrency / p.mapping_max_concurrency)
+    functions = math.ceil(concurrency / p.mapping_max_concurrency)
     return Deployment(
         planner_groups=groups,
         due_shards=shards,
         planner_max_jobs_per_tick=max(5000, per_tick),
         planner_timeout_seconds=60,
         planner_memory_mb=planner_memory_mb,
-        worker_max_concurrency=math.ceil(concurrency / queues),
+        worker_max_concurrency=math.ceil(concurrency / functions),
         worker_batch_size=10,
         worker_memory_mb=worker_memory_mb,
-        run_queues=queues,
+        worker_functions=functions,
     )
 
 
 def largest(p: Params) -> Deployment:
-    """The most the stack expresses: StageConfig's upper bounds (planner_groups 200, worker_max_concurrency
-    1,000), one shard per group, as many jobs per tick as a group plans in one tick's minute (a longer tick
-    overlaps the next, which plans the same jobs again), a batch of 10 (a larger one needs a batching
-    window, which the stack does not set), one run queue."""
-    return Deployment(
-        planner_groups=200,
-        due_shards=200,
-        planner_max_jobs_per_tick=math.floor(p.tick_seconds * p.planner_jobs_per_second(1024)),
-        planner_timeout_seconds=60,
-        planner_memory_mb=1024,
-        worker_max_concurrency=1000,
-        worker_batch_size=10,
-        worker_memory_mb=512,
-    )
+    """The most the stack expresses: of every count of worker functions StageConfig accepts (at most 10,
+    mappings at 1,000), with as many planner groups as leave room for them in the stack
+    (``planner_groups_max``: 200 with one), the one that carries the most. One shard per group, as many jobs
+    per tick as a group plans in one tick's minute (a longer tick overlaps the next, which plans the same
+    jobs again), a batch of 10 (a larger one needs a batching window, which the stack does not set)."""
+    deployments = [
+        Deployment(
+            planner_groups=planner_groups_max(functions),
+            due_shards=planner_groups_max(functions),
+            planner_max_jobs_per_tick=math.floor(p.tick_seconds * p.planner_jobs_per_second(1024)),
+            planner_timeout_seconds=60,
+            planner_memory_mb=1024,
+            worker_max_concurrency=p.mapping_max_concurrency,
+            worker_batch_size=10,
+            worker_memory_mb=512,
+            worker_functions=functions,
+        )
+        for functions in range(1, WORKER_FUNCTIONS_MAX + 1)
+    ]
+    return max(deployments, key=lambda d: capacity(p, d).bound())
 
 
 def tick_jobs(p: Params, d: Deployment, runs_per_second: float) -> int:
@@ -359,18 +408,23 @@ def tick_jobs(p: Params, d: Deployment, runs_per_second: float) -> int:
     return math.ceil(runs_per_second * p.planned_jobs_per_run * p.tick_seconds / groups)
 
 
+def seen_after_fire_s(late_s: float) -> float:
+    """How long after its fire a message sent ``late_s`` after its delay's instant is seen, on average over
+    the sub-second part the delay rounds down (uniform over a second, fires being on whole seconds): a
+    message seen before its fire counts as on time (the worker sleeps out the rest)."""
+    return late_s - 0.5 if late_s >= 1 else late_s * late_s / 2
+
+
 def tick_lateness_s(p: Params, d: Deployment, runs_per_second: float) -> tuple[float, float]:
-    """How late a fire's message is seen at this rate, at steady state (seconds, mean and most): a message
-    is seen as late as its tick had run when it was sent, less the sub-second part its delay rounded down
-    (``early_wait_ms`` on average; the worker sleeps out any part before the fire)."""
-    jobs = tick_jobs(p, d, runs_per_second)
-    last = p.planner_send_offset_ms(jobs, d.planner_memory_mb) / 1000
-    first = (
-        p.planner_send_offset_ms(jobs, d.planner_memory_mb) / 1000
-        - (math.ceil(jobs / 10) - 1) * (p.sqs_latency_ms + p.client_cpu_ms_per_request) / 1000
-    )
-    rounding = p.early_wait_ms / 1000
-    return max(0.0, (first + last) / 2 - rounding), max(0.0, last - rounding)
+    """How late a fire's message is seen at this rate, at steady state (seconds, mean and most): each message
+    is sent a little after the instant its delay counts from (:meth:`Params.planner_sends`), and seen that
+    much after the fire less the sub-second part its delay rounded down; the most is a message whose delay
+    rounded nothing down."""
+    late = [
+        (sent - counted_from) / 1000
+        for sent, counted_from in p.planner_sends(tick_jobs(p, d, runs_per_second), d.planner_memory_mb)
+    ]
+    return sum(seen_after_fire_s(value) for value in late) / len(late), max(late)
 
 
 @dataclass(frozen=True)
@@ -438,7 +492,11 @@ class Burst:
     jobs: int = 100_000
     mode: str = "standard"  # or "provisioned"
     start_concurrency: float = 5.0
+    """Executions running at the fire, over all mappings."""
     max_concurrency: float = 1000.0
+    """Over all mappings."""
+    mappings: int = 1
+    """Worker functions, each with its mapping: each one ramps at its mode's rate."""
     planner_groups: int = 200
     planner_max_jobs_per_tick: int = 5000
     max_in_flight: int | None = None
@@ -460,21 +518,23 @@ class BurstResult:
 
 
 def concurrency_at(p: Params, burst: Burst, seconds: float) -> float:
+    """Executions over all mappings: each mapping scales on its own, at its mode's rate."""
     ramp = p.standard_ramp_per_minute if burst.mode == "standard" else p.provisioned_ramp_per_minute
     ceiling = burst.max_concurrency
     if burst.mode == "provisioned":
-        ceiling = min(ceiling, p.provisioned_max_concurrency)
-    return min(ceiling, burst.start_concurrency + ramp * max(0.0, seconds) / 60)
+        ceiling = min(ceiling, p.provisioned_max_concurrency * burst.mappings)
+    return min(ceiling, burst.start_concurrency + burst.mappings * ramp * max(0.0, seconds) / 60)
 
 
 def visible_times(p: Params, burst: Burst) -> tuple[list[float], float]:
     """When each run's message can be received (seconds from the fire, sorted), and when the last one was
     sent. The jobs are dealt out evenly to the groups; each group's tick takes at most
-    ``planner_max_jobs_per_tick`` of them (the rest wait for its next tick, a minute later) and sends its
-    messages as :meth:`Params.planner_send_offset_ms` says. A message's delay is counted from its tick's
-    start and rounded down, so one sent before the fire is seen at the fire plus its send offset less the
-    rounding (``early_wait_ms`` on average; the worker sleeps out any part before the fire); one sent by a
-    tick that started after the fire has no delay."""
+    ``planner_max_jobs_per_tick`` of them (the rest wait for its next tick, a minute later) and sends their
+    messages as :meth:`Params.planner_sends` says. A message's delay counts from an instant of its tick and
+    is rounded down, so a message whose delay counts from before the fire is seen at the fire plus how long
+    after that instant it was sent, less the rounding (``early_wait_ms`` on average; the worker sleeps out
+    any part before the fire), and never before it was sent; one whose delay counts from after the fire has
+    no delay."""
     times: list[float] = []
     last_sent = -math.inf
     base, extra = divmod(burst.jobs, burst.planner_groups)
@@ -485,13 +545,9 @@ def visible_times(p: Params, burst: Burst) -> tuple[list[float], float]:
         while left > 0:
             jobs = min(left, burst.planner_max_jobs_per_tick)
             start = -burst.lead_seconds + tick * p.tick_seconds
-            before = p.planner_send_offset_ms(jobs, 1024) - math.ceil(jobs / 10) * (
-                p.sqs_latency_ms + p.client_cpu_ms_per_request
-            )
-            request_ms = p.sqs_latency_ms + p.client_cpu_ms_per_request
-            for m in range(jobs):
-                sent = start + (before + (m // 10 + 1) * request_ms) / 1000
-                times.append(sent - start - rounding if start < 0 else sent)
+            for sent_ms, counted_ms in p.planner_sends(jobs, 1024):
+                sent, counted_from = start + sent_ms / 1000, start + counted_ms / 1000
+                times.append(max(sent, sent - counted_from - rounding) if counted_from <= 0 else sent)
             last_sent = max(last_sent, start + p.planner_send_offset_ms(jobs, 1024) / 1000)
             left -= jobs
             tick += 1
@@ -543,44 +599,62 @@ def bursts(p: Params) -> list[Burst]:
     """The 09:00:00 burst of 100,000 runs of one tenant, from the shipped defaults to the deployment for
     10,000 runs/s."""
     target, top = needed(p), largest(p)
+    cold = p.standard_start_concurrency
+    largest_name = (
+        f"the stack's largest: {top.planner_groups} groups, "
+        f"{top.worker_functions} mappings at {top.worker_max_concurrency:,}"
+    )
+    target_name = (
+        f"the 10,000 runs/s deployment: {target.planner_groups} groups, "
+        f"{target.worker_functions} mappings at {target.worker_max_concurrency:,}"
+    )
     return [
         Burst(
-            "cdk.json as shipped: 2 planner groups, mapping at 50, from cold",
+            "cdk.json as shipped: 2 planner groups, 1 mapping at 50, from cold",
             planner_groups=2,
             max_concurrency=50,
         ),
         Burst(
-            f"the stack's largest: {top.planner_groups} groups, mapping at 1,000, from cold (standard mode)",
+            f"{largest_name}, from cold (standard mode)",
             planner_groups=top.planner_groups,
             planner_max_jobs_per_tick=top.planner_max_jobs_per_tick,
+            start_concurrency=cold * top.worker_functions,
+            max_concurrency=top.concurrency,
+            mappings=top.worker_functions,
         ),
         Burst(
             "as above, the tenant at max_in_flight 100 (10 slot items)",
             planner_groups=top.planner_groups,
             planner_max_jobs_per_tick=top.planner_max_jobs_per_tick,
+            start_concurrency=cold * top.worker_functions,
+            max_concurrency=top.concurrency,
+            mappings=top.worker_functions,
             max_in_flight=100,
         ),
         Burst(
-            "the stack's largest, mapping already at 1,000",
-            planner_groups=top.planner_groups,
-            planner_max_jobs_per_tick=top.planner_max_jobs_per_tick,
-            start_concurrency=1000,
+            f"{target_name}, from cold (standard mode)",
+            planner_groups=target.planner_groups,
+            planner_max_jobs_per_tick=target.planner_max_jobs_per_tick,
+            start_concurrency=cold * target.worker_functions,
+            max_concurrency=target.concurrency,
+            mappings=target.worker_functions,
         ),
         Burst(
-            f"the 10,000 runs/s deployment: {target.planner_groups} groups, "
-            f"{target.concurrency:,} executions already running",
+            f"{target_name}, {target.concurrency:,} executions already running",
             planner_groups=target.planner_groups,
             planner_max_jobs_per_tick=target.planner_max_jobs_per_tick,
             start_concurrency=target.concurrency,
             max_concurrency=target.concurrency,
+            mappings=target.worker_functions,
         ),
         Burst(
-            "as above, provisioned mapping with its minimum raised to 10,000 before 09:00",
+            "as above, provisioned mode on its mappings, 10,000 executions in all before 09:00",
             mode="provisioned",
             planner_groups=target.planner_groups,
             planner_max_jobs_per_tick=target.planner_max_jobs_per_tick,
             start_concurrency=10_000,
             max_concurrency=20_000,
+            mappings=target.worker_functions,
         ),
     ]
 
@@ -638,14 +712,15 @@ def render_steady(s: Steady) -> str:
     d = s.deployment
     rows = [
         ("worker executions (Little's law at 50% headroom)", f"{d.concurrency:,}"),
-        ("run queues with a mapping each, at most 1,000 executions", f"{d.run_queues:,}"),
+        ("worker functions, each with its mapping on the run queue", f"{d.worker_functions:,}"),
+        ("executions per mapping (worker_max_concurrency, at most 1,000)", f"{d.worker_max_concurrency:,}"),
         ("planner groups (one tick a minute each)", f"{d.planner_groups:,}"),
         ("due-index shards", f"{d.due_shards:,}"),
         ("planner_max_jobs_per_tick", f"{d.planner_max_jobs_per_tick:,}"),
         ("jobs a group plans a tick", f"{tick_jobs(s.params, d, s.runs_per_second):,}"),
         (
-            "a fire's message seen late, mean / most (s): the tick's sends",
-            "{:.1f} / {:.1f}".format(*tick_lateness_s(s.params, d, s.runs_per_second)),
+            "a fire's message seen after its fire, mean / most (s)",
+            "{:.2f} / {:.2f}".format(*tick_lateness_s(s.params, d, s.runs_per_second)),
         ),
         ("DynamoDB WCU/s, tables", f"{s.wcu_per_second:,.0f}"),
         ("DynamoDB WCU/s, indexes", f"{s.index_wcu_per_second:,.0f}"),
@@ -662,29 +737,43 @@ def render_steady(s: Steady) -> str:
 
 def render_deployments(p: Params) -> str:
     """The deployment 10,000 runs/s needs against the largest one the stack expresses."""
-    target, shipped = needed(p), largest(p)
-    fields = list(target.stage_config())
+    target, top = needed(p), largest(p)
+    both = (target, top)
     rows: list[tuple[str, ...]] = [
-        (f"`{name}`", f"{target.stage_config()[name]:,}", f"{shipped.stage_config()[name]:,}")
-        for name in fields
+        (f"`{name}`", f"{target.stage_config()[name]:,}", f"{top.stage_config()[name]:,}")
+        for name in target.stage_config()
     ]
-    rows.append(("run queues (mappings)", f"{target.run_queues}", f"{shipped.run_queues}"))
-    for (name, need), (_, have) in zip(capacity(p, target).rows(), capacity(p, shipped).rows(), strict=True):
-        rows.append((f"runs/s at 100%: {name}", _rate(need), _rate(have)))
-    carried = [min(TARGET_RATE, capacity(p, d).bound() * p.utilisation) for d in (target, shipped)]
-    rows.append(("runs/s at 50% headroom (the least of the parts)", *(f"{rate:,.0f}" for rate in carried)))
+    rows.append(
+        ("worker executions (functions x executions per mapping)", *(f"{d.concurrency:,}" for d in both))
+    )
     rows.append(
         (
-            "at that rate: jobs a group plans a tick",
-            *(f"{tick_jobs(p, d, rate):,}" for d, rate in zip((target, shipped), carried, strict=True)),
+            f"messages in flight at most, a batch an execution (a queue holds ~{p.queue_max_in_flight:,})",
+            *(f"{d.in_flight:,}" for d in both),
         )
     )
     rows.append(
         (
-            "at that rate: a fire's message seen late, mean / most (s)",
+            "planner groups the worker functions leave room for (500 resources a stack)",
+            *(f"{planner_groups_max(d.worker_functions):,}" for d in both),
+        )
+    )
+    for (name, need), (_, have) in zip(capacity(p, target).rows(), capacity(p, top).rows(), strict=True):
+        rows.append((f"runs/s at 100%: {name}", _rate(need), _rate(have)))
+    carried = [TARGET_RATE, capacity(p, top).bound() * p.utilisation]
+    rows.append(("runs/s at 50% headroom (the least of the parts)", *(f"{rate:,.0f}" for rate in carried)))
+    rows.append(
+        (
+            "at that rate: jobs a group plans a tick",
+            *(f"{tick_jobs(p, d, rate):,}" for d, rate in zip(both, carried, strict=True)),
+        )
+    )
+    rows.append(
+        (
+            "at that rate: a fire's message seen after its fire, mean / most (s)",
             *(
-                "{:.1f} / {:.1f}".format(*tick_lateness_s(p, d, rate))
-                for d, rate in zip((target, shipped), carried, strict=True)
+                "{:.2f} / {:.2f}".format(*tick_lateness_s(p, d, rate))
+                for d, rate in zip(both, carried, strict=True)
             ),
         )
     )
@@ -770,7 +859,7 @@ def section() -> str:
             "",
             generated["steady"],
             "",
-            "The deployment 10,000 runs/s needs, against the largest one the stack can express today:",
+            "The deployment 10,000 runs/s needs, against the largest one the stack expresses:",
             "",
             generated["deployment"],
             "",
