@@ -1,0 +1,182 @@
+"""The price arithmetic of ``bench.cost``, against dollars worked out by hand. Nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bench import cost
+from bench.cost import Model
+
+# No botocore CPU, so the duration is the hand-computed one below.
+MODEL = Model(botocore_ms=0.0)
+
+
+def shape() -> dict[str, Any]:
+    """10 runs of a 10-second job in one worker invocation, and one planner tick that planned them."""
+    return {
+        "period": 10,
+        "jobs": 10,
+        "runs": 10,
+        "worker": {
+            "count": 1,
+            "own_cpu_s": 0.02,
+            "slept_s": 0.5,
+            "log_bytes": 500,
+            "log_lines": 1,
+            "requests": {"dynamodb.Query": 20, "dynamodb.UpdateItem": 10, "dynamodb.PutItem": 10},
+            "wru": {"dynamodb.UpdateItem": 10.0, "dynamodb.PutItem": 10.0},
+            "index_wru": {},
+            "rru": {"dynamodb.Query": 20.0},
+        },
+        "planner": {
+            "count": 1,
+            "own_cpu_s": 0.01,
+            "slept_s": 0.0,
+            "log_bytes": 1000,
+            "log_lines": 2,
+            "requests": {"dynamodb.Query": 20, "dynamodb.UpdateItem": 10, "sqs.SendMessageBatch": 1},
+            "wru": {"dynamodb.UpdateItem": 10.0},
+            "index_wru": {"dynamodb.UpdateItem": 20.0},
+            "rru": {"dynamodb.Query": 10.0},
+        },
+        "esm": {"sqs.ReceiveMessage": 1, "sqs.DeleteMessageBatch": 1},
+        "invocations_per_second": {"1": 1},
+    }
+
+
+CREATE = {
+    "invocations": 2,
+    "own_cpu_s": 0.0,
+    "log_bytes": 0,
+    "requests": {"dynamodb.TransactWriteItems": 1},
+    "wru": {"dynamodb.TransactWriteItems": 4.0},
+    "index_wru": {},
+    "rru": {},
+}
+
+
+def test_the_workers_parts_per_run_are_the_published_prices_of_its_requests() -> None:
+    parts = cost.shape_dollars(shape(), CREATE, MODEL)
+    per_million = {part: value * 1e6 for part, value in parts.items()}
+    # 20 WRU at $0.625 per million, over 10 runs
+    assert per_million["DynamoDB writes"] == pytest.approx(1.25)
+    # 20 RRU at $0.125 per million
+    assert per_million["DynamoDB reads"] == pytest.approx(0.25)
+    # the mapping's receive and delete, $0.40 per million each
+    assert per_million["SQS requests"] == pytest.approx(0.08)
+    # one invocation, $0.20 per million
+    assert per_million["Lambda requests"] == pytest.approx(0.02)
+    # 20 ms of CPU x 1769/512 = 69.102 ms; 40 DynamoDB requests x 5 ms = 200 ms; 500 ms waited; 0.5 ms
+    # round-up: 0.769602 s x 0.5 GB = 0.384801 GB-s x $0.0000133334 = $5.13070e-6, over 10 runs
+    assert per_million["Lambda duration"] == pytest.approx(0.513070, rel=1e-5)
+    # 500 B written + 500 B of platform lines = 1e-6 GB x $0.50, over 10 runs
+    assert per_million["CloudWatch Logs"] == pytest.approx(0.05)
+    # one invocation in its second: traced, $5 per million traces
+    assert per_million["X-Ray traces"] == pytest.approx(0.5)
+
+
+def test_the_planner_share_is_its_tick_spread_over_the_runs_it_planned() -> None:
+    planner = cost.planner_dollars(shape(), MODEL)
+    per_million = {part: value * 1e6 for part, value in planner.items()}
+    assert per_million["DynamoDB writes"] == pytest.approx(30 * 0.625 / 10)  # 10 table + 20 index WRU
+    assert per_million["DynamoDB reads"] == pytest.approx(10 * 0.125 / 10)
+    assert per_million["SQS requests"] == pytest.approx(0.40 / 10)
+    assert per_million["Lambda requests"] == pytest.approx(0.20 / 10)
+    # 10 ms x 1769/1024 = 17.275 ms; 30 DynamoDB x 5 ms; 1 SQS x 10 ms; 0.5 ms: 0.177775 s x 1 GB
+    assert per_million["Lambda duration"] == pytest.approx(0.177775 * 13.3334 / 10, rel=1e-5)
+    assert per_million["CloudWatch Logs"] == pytest.approx(1500e-9 * 0.5 * 1e6 / 10)
+    assert per_million["X-Ray traces"] == pytest.approx(5.0 / 10)  # every tick is traced
+    parts = cost.shape_dollars(shape(), CREATE, MODEL)
+    assert parts["planner share"] == pytest.approx(sum(planner.values()))
+
+
+def test_a_create_call_is_shared_by_thirty_days_of_runs() -> None:
+    parts = cost.shape_dollars(shape(), CREATE, MODEL)
+    # per million creates: API Gateway $3.50; 2 invocations $0.40; 4 WRU $2.50; one DynamoDB request (5 ms)
+    # and 2 x 0.5 ms of round-up at 0.5 GB; 1,000 B of platform lines at $0.50 per GB; one trace $5.00
+    create = 3.50 + 0.40 + 2.50 + 0.006 * 0.5 * 13.3334 + 1000e-9 * 0.5 * 1e6 + 5.00
+    assert parts["API create share"] * 1e6 == pytest.approx(create / (30 * 86_400 / 10), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("per_second", "traces"),
+    [
+        ({"1": 100}, 100),  # one invocation a second: every one traced
+        ({"2": 840}, 840 * 1.05),  # the first of each second, then 5% of the second one
+        ({"12": 1, "1": 10}, 1 + 11 * 0.05 + 10),
+    ],
+)
+def test_xray_records_one_trace_a_second_then_five_percent(per_second: dict[str, int], traces: float) -> None:
+    assert cost.xray_traces(per_second, MODEL) == pytest.approx(traces)
+
+
+def test_waiting_for_the_target_is_priced_per_run() -> None:
+    slow = cost.shape_dollars(shape(), CREATE, Model(botocore_ms=0.0, target_ms=10.0))
+    fast = cost.shape_dollars(shape(), CREATE, MODEL)
+    # 10 runs x 10 ms at 0.5 GB, per run
+    extra = 0.010 * 0.5 * 0.0000133334
+    assert slow["Lambda duration"] - fast["Lambda duration"] == pytest.approx(extra)
+
+
+def test_before_figures_count_the_mappings_requests_per_invocation_not_the_scripts_polls() -> None:
+    before = {
+        "period": 60,
+        "runs": 2,
+        "invocations": 2,
+        "ticks": 2,
+        "requests": {
+            "dynamodb.Query": 44,
+            "dynamodb.GetItem": 6,
+            "sqs.SendMessageBatch": 2,
+            "sqs.ReceiveMessage": 120,
+            "sqs.DeleteMessage": 2,
+        },
+        "wru": {"dynamodb.PutItem": 4.0},
+        "index_wru": {"dynamodb.PutItem": 6.0},
+        "rru": {"dynamodb.Query": 500.0, "dynamodb.GetItem": 6.0},
+        "tick_requests": {"dynamodb.Query": 40, "sqs.SendMessageBatch": 2},
+        "tick_wru": {"dynamodb.PutItem": 2.0},
+        "tick_index_wru": {"dynamodb.PutItem": 6.0},
+        "tick_rru": {"dynamodb.Query": 20.0},
+    }
+    like = shape()
+    normalised = cost.before_shape(before, like)
+    assert normalised["esm"] == {"sqs.ReceiveMessage": 2, "sqs.DeleteMessageBatch": 2}
+    assert normalised["worker"]["requests"] == {"dynamodb.Query": 4, "dynamodb.GetItem": 6}
+    assert normalised["worker"]["wru"] == {"dynamodb.PutItem": 2.0}
+    assert normalised["worker"]["index_wru"] == {}
+    assert normalised["worker"]["rru"] == {"dynamodb.Query": 480.0, "dynamodb.GetItem": 6.0}
+    assert normalised["planner"]["requests"] == {"dynamodb.Query": 40, "sqs.SendMessageBatch": 2}
+    # what moto cannot show comes from the present engine, per invocation and per tick
+    assert normalised["worker"]["slept_s"] == pytest.approx(2 * 0.5)
+    assert normalised["planner"]["log_bytes"] == pytest.approx(2 * 1000)
+
+
+def test_with_part_of_the_cycle_metered_the_planner_share_is_spread_over_every_run_it_planned() -> None:
+    metered = {**shape(), "planned_runs": 40}  # the worker metered 10 of the 40 runs the tick planned
+    full = cost.planner_dollars(shape(), MODEL)
+    part = cost.planner_dollars(metered, MODEL)
+    for name, value in full.items():
+        assert part[name] == pytest.approx(value / 4)
+    parts = cost.shape_dollars(metered, CREATE, MODEL)
+    assert parts["DynamoDB writes"] * 1e6 == pytest.approx(1.25)  # still the worker's 20 WRU over its 10 runs
+    assert parts["planner share"] == pytest.approx(sum(part.values()))
+
+
+def test_the_generated_blocks_of_docs_cost_md_are_those_of_the_saved_figures() -> None:
+    figures = json.loads(cost.FIGURES.read_text())
+    in_doc = cost.doc_blocks(cost.DOC.read_text())
+    assert set(in_doc) == set(cost.BLOCKS)
+    assert in_doc == cost.blocks(figures)
+
+
+def test_the_saved_figures_show_no_transaction_and_no_index_write_by_the_worker() -> None:
+    figures = json.loads(cost.FIGURES.read_text())
+    for name, measured in figures["shapes"].items():
+        worker = measured["worker"]
+        assert not any("Transact" in op for op in worker["requests"]), name
+        assert not worker["index_wru"], name
+        assert not any("Transact" in op for op in measured["planner"]["requests"]), name
