@@ -266,6 +266,43 @@ def test_a_worker_that_dies_mid_call_leaves_the_run_to_the_message_coming_back(
     assert len(world.calls_of(job)) == (2 if delivery == "at_least_once" else 1)
 
 
+@pytest.mark.parametrize("overlap", ["allow", "skip"])
+def test_a_fire_whose_worker_died_is_taken_over_even_once_later_fires_are_due(overlap: str) -> None:
+    world = World()
+    job = world.create(name="dies", schedule={"type": "rate", "every_seconds": 10}, overlap_policy=overlap)
+
+    first = scheduled_run_id(job.job_id, START + timedelta(seconds=10))
+
+    def die_twice_on_the_first_fire() -> TargetResult:
+        call = world.calls[-1]
+        if call.run_id == first and call.attempt <= 2:
+            raise WorkerDied
+        return OK
+
+    world.script["dies"] = [die_twice_on_the_first_fire]
+    world.clock.advance(seconds=10)
+    with pytest.raises(WorkerDied):
+        world.deliver()
+    # Its message comes back when later fires are due: the run is not a new fire to coalesce, it is an
+    # attempt lost, taken over once its lease has passed, and again after the second death
+    for _ in range(200):
+        try:
+            world.run_for(1)
+        except WorkerDied:
+            continue
+    (run,) = [r for r in world.runs_of(job) if r.run_id == first]
+    assert run.status is RunStatus.SUCCEEDED
+    assert [a.outcome for a in run.attempts] == ["abandoned", "abandoned", "succeeded"]
+    # Each attempt is recorded from its own start, one after the other
+    assert all(
+        before.finished_at is not None and before.finished_at <= after.started_at
+        for before, after in itertools.pairwise(run.attempts)
+    )
+    assert world.metrics.counts.get("RunsMissed", 0) == len(
+        [r for r in world.runs_of(job) if r.status is RunStatus.MISSED]
+    )
+
+
 def test_an_early_message_goes_back_for_its_time() -> None:
     world = World()
     job = once_at(world, 30, name="later")

@@ -108,6 +108,15 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Raced:
+    """A write to end the run unrun lost to another write (the run is stored after all, or changed): read it
+    again and decide again."""
+
+
+RACED = Raced()
+
+
+@dataclass(frozen=True)
 class Slot:
     """A slot of the tenant's in-flight limit, held for one attempt."""
 
@@ -204,6 +213,10 @@ class Worker:
             verdict = self._decide(message, key, job, lane, stored, records, now)
             if isinstance(verdict, str):
                 return verdict
+            if isinstance(verdict, Raced):
+                records = self._records(job, lane, message.run_id, before)
+                stored = records.get(message.run_id)
+                continue
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
             slot = self._take_slot(job, verdict.run, now)
@@ -214,7 +227,7 @@ class Worker:
             taken = slot if isinstance(slot, Slot) else None
             if laned:
                 lease, lane_now = self._claim_lane(job, lane, verdict, records, message, now)
-                if lease is not None and not isinstance(lease, str):
+                if isinstance(lease, Lease):
                     return self._attempt(message, job, replace(lease, slot=taken))
                 self._give_back(job, taken)
                 if isinstance(lease, str):
@@ -301,8 +314,8 @@ class Worker:
         stored: Run | None,
         records: dict[str, Run],
         now: datetime,
-    ) -> Candidate | str:
-        """The run to attempt now, or what was done instead (a note)."""
+    ) -> Candidate | str | Raced:
+        """The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile."""
         if stored is not None and stored.status in TERMINAL:
             self._after_duplicate(message, job, stored)
             self.metrics.count("DuplicateDeliveriesAbsorbed")
@@ -324,7 +337,8 @@ class Worker:
             return "unknown manual run"
 
         run = stored or self._new_run(job, key, message, now)
-        if running_holder or run.status is RunStatus.RUNNING:
+        lost_recorded = bool(run.attempts) and run.attempts[-1].finished_at is not None
+        if running_holder or (run.status is RunStatus.RUNNING and not lost_recorded):
             candidate = Candidate(run, stored, Stage.LOST, holder if running_holder else None)
         elif run.status is RunStatus.RETRY_WAIT or run.attempts:
             # Between attempts: a retry, or a re-run by hand (a new attempt of a run that ended).
@@ -360,7 +374,8 @@ class Worker:
                 arrival = on_arrival(job, fired, now)
                 if arrival is not Arrival.RUN:
                     note = self._end_unrun(job, candidate, RunStatus.MISSED, arrival.value, now)
-                    self._hand_on(job, run)
+                    if not isinstance(note, Raced):
+                        self._hand_on(job, run)
                     return note
                 if job.misfire_policy == "backfill" and is_superseded(job, fired, now):
                     return self._catch_up(job, lane, candidate, message, key, records, now)
@@ -402,7 +417,7 @@ class Worker:
         self.queue.send_later(message, max(1, min(wait, MAX_DELAY_SECONDS)))
         return "duplicate: its attempt is running; back after its lease"
 
-    def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str:
+    def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str | Raced:
         """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
         another goes on with its next attempt while its retry policy allows one."""
         run = self._record_lost(candidate, now)
@@ -423,13 +438,26 @@ class Worker:
             reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
             self.metrics.count("RunsDead")
             return self._end(job, candidate, run, RunStatus.DEAD, reason, now, error=_error_of(lost))
+        if candidate.lost_holder is not None:
+            # A lane holder's attempt is in no run item yet: record it lost before the next attempt starts, so
+            # the history keeps it even if that one is lost too.
+            if not self.runs.put(run, Expect.older_than(run.fencing_token + 1)).ok:
+                return RACED
+            return Candidate(run, run, Stage.LOST, candidate.lost_holder)
         return Candidate(run, candidate.stored, Stage.LOST, candidate.lost_holder)
 
     def _record_lost(self, candidate: Candidate, now: datetime) -> Run:
         """The run with its lost attempt closed: abandoned, the lease expired."""
         run, holder = candidate.run, candidate.lost_holder
         attempt = holder.attempt if holder is not None else run.attempt
-        started = holder.started_at if holder is not None else (run.started_at or now)
+        open_attempt = next((a for a in run.attempts if a.attempt == attempt and a.finished_at is None), None)
+        started = (
+            holder.started_at
+            if holder is not None
+            else open_attempt.started_at
+            if open_attempt is not None
+            else (run.started_at or now)
+        )
         lost = Attempt(
             attempt=attempt,
             started_at=started,
@@ -473,7 +501,8 @@ class Worker:
         recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
         others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
         if len(others) >= limit:
-            return self._held_back(job, candidate, message, now), None
+            held = self._held_back(job, candidate, message, now)
+            return (held, None) if isinstance(held, str) else (None, lane)
         lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
         token = lane.version + 1
         attempt = run.attempt + 1
@@ -506,11 +535,10 @@ class Worker:
         self.metrics.count("LeaseConflicts")
         return None, written.current
 
-    def _held_back(self, job: Job, candidate: Candidate, message: RunMessage, now: datetime) -> str:
+    def _held_back(self, job: Job, candidate: Candidate, message: RunMessage, now: datetime) -> str | Raced:
         """The lane is full. A new fire of a `skip` job (or one past ``max_concurrent_runs``) ends SKIPPED;
         anything else (a `queue` job's fire, a retry, a lost attempt's next one) waits its turn."""
         if candidate.stage is Stage.NEW and job.overlap_policy != "queue" and message.chain_until is None:
-            self.metrics.count("RunsSkipped")
             return self._end_unrun(job, candidate, RunStatus.SKIPPED, "overlap", now)
         self.metrics.count("RunsHeldBack")
         self.queue.send_later(message, HOLD_SECONDS)
@@ -671,15 +699,20 @@ class Worker:
     # --- ends without an attempt ------------------------------------------------------------------------
     def _end_unrun(
         self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime
-    ) -> str:
-        """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED."""
+    ) -> str | Raced:
+        """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED. A fire of a
+        job with no lane is decided before its run item is read: if the item exists after all (an attempt
+        whose worker died), the write fails and the run is decided again as it is."""
         ensure_move(candidate.stored.status if candidate.stored else None, status)
-        if status is RunStatus.MISSED:
-            self.metrics.count("RunsMissed")
         final = candidate.run.model_copy(update={"status": status, "reason": reason, "finished_at": now})
         expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
-        if self.runs.put(final, expect).ok:
-            self._complete_if_last(job, final)
+        if not self.runs.put(final, expect).ok:
+            return RACED
+        if status is RunStatus.MISSED:
+            self.metrics.count("RunsMissed")
+        elif status is RunStatus.SKIPPED:
+            self.metrics.count("RunsSkipped")
+        self._complete_if_last(job, final)
         return f"{status.value.lower()}: {reason}"
 
     def _end(
