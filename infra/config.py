@@ -123,6 +123,11 @@ class StageConfig(BaseModel):
         description="identical worker functions, each with its own event source mapping on the run queue",
     )
     worker_memory_mb: int = Field(512, ge=128, le=10240)
+    trace_run_path: bool = Field(
+        False,
+        description="active X-Ray tracing of the planner and the worker (the API is always traced); off, they"
+        " trace only what arrives sampled: a traced run costs more than the run itself (docs/cost.md)",
+    )
     worker_timeout_seconds: int = Field(120, ge=30, le=900)
     max_receive_count: int = Field(5, ge=1, le=1000)
     lease_margin_seconds: int = Field(30, ge=1, le=900)

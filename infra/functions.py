@@ -43,6 +43,7 @@ class TickworkFunction(Construct):
         timeout_seconds: int,
         log_key: kms.IKey,
         reserved_concurrency: int | None = None,
+        tracing: lambda_.Tracing = lambda_.Tracing.ACTIVE,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -74,7 +75,7 @@ class TickworkFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=tracing,
             reserved_concurrent_executions=reserved_concurrency,
             environment={
                 "POWERTOOLS_SERVICE_NAME": "tickwork",

@@ -72,6 +72,7 @@ class TickworkStack(Stack):
             timeout_seconds: int,
             reserved: int | None = None,
             number: int = 1,
+            run_path: bool = False,
         ) -> TickworkFunction:
             return TickworkFunction(
                 self,
@@ -85,6 +86,9 @@ class TickworkStack(Stack):
                 timeout_seconds=timeout_seconds,
                 log_key=self.key,
                 reserved_concurrency=reserved,
+                tracing=lambda_.Tracing.ACTIVE
+                if config.trace_run_path or not run_path
+                else lambda_.Tracing.PASS_THROUGH,
             )
 
         self.api_function = function(
@@ -102,6 +106,7 @@ class TickworkStack(Stack):
             memory_mb=config.planner_memory_mb,
             timeout_seconds=config.planner_timeout_seconds,
             reserved=planner_concurrency(config),
+            run_path=True,
         )
         # Identical workers, each with its own mapping on the run queue: a mapping runs at most 1,000.
         self.worker_functions = [
@@ -111,6 +116,7 @@ class TickworkStack(Stack):
                 memory_mb=config.worker_memory_mb,
                 timeout_seconds=config.worker_timeout_seconds,
                 number=number,
+                run_path=True,
             )
             for number in range(1, config.worker_functions + 1)
         ]

@@ -33,6 +33,7 @@ FULL_CONTEXT: dict[str, Any] = {
     "tickwork:worker_functions": 3,
     "tickwork:worker_batch_size": 5,
     "tickwork:max_receive_count": 7,
+    "tickwork:trace_run_path": True,
     "tickwork:log_retention_days": 90,
     "tickwork:alarm_email": "oncall@example.com",
     "tickwork:allowed_target_arns": json.dumps(

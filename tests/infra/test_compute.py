@@ -25,7 +25,10 @@ def test_functions_are_arm64_python313_traced_with_json_logs_kept_for_the_retent
 
     assert function["Runtime"] == "python3.13"
     assert function["Architectures"] == ["arm64"]
-    assert function["TracingConfig"] == {"Mode": "Active"}
+    # The API is always traced; the run path (planner, worker) only when the stage asks for it
+    run_path = attribute in ("planner_function", "worker_function")
+    traced = not run_path or synthesized.stack.config.trace_run_path
+    assert function["TracingConfig"] == {"Mode": "Active" if traced else "PassThrough"}
     assert function["LoggingConfig"]["LogFormat"] == "JSON"
     assert function["LoggingConfig"]["LogGroup"] == {"Ref": synthesized.logical_id(built.log_group)}
     assert function["Handler"] == "handler.lambda_handler"
