@@ -24,7 +24,7 @@ def shards_of(event: dict[str, Any], shard_count: int) -> list[int]:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     current = runtime()
     shards = shards_of(event, current.settings.due_shards)
-    report = current.planner_tick.tick(datetime.now(UTC), shards)
+    report = current.planner_tick.tick(datetime.now(UTC), shards, align_sends=True)
     return {
         "shards": shards,
         "due_jobs": report.due_jobs,

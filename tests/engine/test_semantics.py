@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from tickwork.app.planner import Planner
 from tickwork.app.ports import Dispatch
-from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, scheduled_run_id
+from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, parse_run_id, scheduled_run_id
+from tickwork.domain.timeutil import from_epoch_ms
 from tickwork.targets import TargetResult
 from tickwork.testing.world import OK, START, UNAVAILABLE, World
 
@@ -368,3 +369,36 @@ def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -
     assert sum(len(result.sent) for result in results) == 250
     # Sent in chunks, each dated by when it went out, so its delays are not counted from the pass's start
     assert [(count, (when - now).total_seconds()) for count, when in sends] == [(100, 2), (100, 4), (50, 6)]
+
+
+def test_a_tick_times_its_sends_so_messages_arrive_just_before_their_fires() -> None:
+    world = World(horizon=timedelta(seconds=120))
+    first = START + timedelta(seconds=125)
+    # Fires on whole seconds, and fires 0.437 s into their second; none is sent at create (past the horizon)
+    cron = {"type": "cron", "expression": "*/2 * * * * *", "start_at": first.isoformat()}
+    rate = {"type": "rate", "every_seconds": 7, "start_at": (first + timedelta(seconds=0.437)).isoformat()}
+    jobs = [world.create(name="cron", schedule=cron), world.create(name="rate", schedule=rate)]
+    assert world.queue.pending() == []
+    world.clock.advance(seconds=40.3)  # a tick that starts 0.3 s into its second
+    planner = Planner(
+        jobs=world.jobs,
+        runs=world.runs,
+        lanes=world.lanes,
+        queue=world.queue,
+        metrics=world.metrics,
+        horizon=world.horizon,
+        lookahead=world.lookahead,
+        timer=lambda: world.clock().timestamp(),
+        sleep=world.clock.sleep,
+    )
+    now = world.clock()
+    planner.plan_many([world.job(job) for job in jobs], now, within=world.horizon, align=True)
+    leads = []
+    for queued in world.queue.pending():
+        key = parse_run_id(queued.message.run_id)
+        assert key is not None and key.fire_ms is not None
+        leads.append((from_epoch_ms(key.fire_ms) - queued.visible_at).total_seconds())
+    assert len(leads) >= 20
+    # Every message is visible before its fire (never late), and at most the lead (plus a batch's sends) early
+    assert all(0 <= lead <= 0.1 for lead in leads), sorted(leads)
+    assert world.clock() - now < timedelta(seconds=1.1)  # the sweep took at most a second

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +38,12 @@ SEND_BATCH = 10  # SendMessageBatch's limit
 # delay counted from the start of a long pass would make its last fires late.
 SEND_CHUNK = 100
 SEND_DRIFT = timedelta(milliseconds=500)
+# SQS delays are whole seconds, so a message arrives early by the fraction of a second its delay drops, and
+# the worker waits that out, holding its batch. A tick times each send so that its messages arrive this long
+# before their fires, within one second; a fire due sooner than ALIGN_AFTER goes out at once.
+SEND_LEAD = timedelta(milliseconds=50)
+SEND_TOGETHER = 0.01  # seconds: fires this close in their second share a request
+ALIGN_AFTER = timedelta(seconds=2)
 REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
 
@@ -78,6 +84,7 @@ class Planner:
         horizon: timedelta,
         lookahead: timedelta,
         timer: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.jobs = jobs
         self.runs = runs
@@ -86,6 +93,7 @@ class Planner:
         self.metrics = metrics
         self.horizon = horizon
         self.timer = timer
+        self.sleep = sleep
         self.lookahead = lookahead
         """A job is planned once its cursor is this close: it is then planned up to ``horizon`` ahead, so one
         cursor write covers many fires."""
@@ -102,10 +110,11 @@ class Planner:
         return self.plan_many([job], now, within=self.horizon)[0]
 
     def plan_many(
-        self, jobs: Sequence[Job], now: datetime, *, within: timedelta | None = None
+        self, jobs: Sequence[Job], now: datetime, *, within: timedelta | None = None, align: bool = False
     ) -> list[PlanResult]:
         """Plan the due jobs among ``jobs``. A job whose writes fail keeps its cursor (the next pass plans it
-        again) and does not stop the others."""
+        again) and does not stop the others. ``align`` times the sends to their fires' fractions of a second
+        (the planner's tick: it may take a second longer; the API answers at once)."""
         started = self.timer()
         results: dict[str, PlanResult] = {}
         outgoing: list[tuple[Job, FirePlan, list[Dispatch]]] = []
@@ -123,7 +132,10 @@ class Planner:
                 continue
             outgoing.append((job, plan, self._dispatches(job, plan, now)))
             results[job.job_id] = PlanResult(missed=missed, next_fire_at=job.next_fire_at)
-        unsent = self._send([d for _, _, ds in outgoing for d in ds], now, started)
+        dispatches = [d for _, _, ds in outgoing for d in ds]
+        unsent = (
+            self._send_aligned(dispatches, now, started) if align else self._send(dispatches, now, started)
+        )
         for job, plan, dispatches in outgoing:
             if any(d.message.run_id in unsent for d in dispatches):
                 continue  # the cursor stays: the next pass sends them again
@@ -189,18 +201,35 @@ class Planner:
             dispatches.insert(0, Dispatch(message, now))
         return dispatches
 
-    def _send(self, dispatches: list[Dispatch], now: datetime, started: float) -> set[str]:
-        """Run ids whose message did not go out. Each chunk's delays count from when it is sent."""
+    def _send(
+        self, dispatches: list[Dispatch], now: datetime, started: float, *, dated: bool = False
+    ) -> set[str]:
+        """Run ids whose message did not go out. Each chunk's delays count from when it is sent (``dated``:
+        always; else once the pass has run long enough to matter)."""
         unsent: set[str] = set()
         for first in range(0, len(dispatches), SEND_CHUNK):
             chunk = dispatches[first : first + SEND_CHUNK]
             elapsed = timedelta(seconds=self.timer() - started)
             try:
-                failed = self.queue.send(chunk, now + elapsed if elapsed >= SEND_DRIFT else now)
+                failed = self.queue.send(chunk, now + elapsed if dated or elapsed >= SEND_DRIFT else now)
             except Exception:
                 logger.exception("sending planned fires failed", extra={"messages": len(chunk)})
                 failed = chunk
             unsent.update(d.message.run_id for d in failed)
+        return unsent
+
+    def _send_aligned(self, dispatches: list[Dispatch], now: datetime, started: float) -> set[str]:
+        """Send in one sweep of a second: each batch when its fires' fraction of a second, less the lead,
+        comes round, so that its messages arrive just before their fires. Fires due soon go first, at once."""
+        begun = now + timedelta(seconds=self.timer() - started)
+        soon = [d for d in dispatches if d.due_at - begun < ALIGN_AFTER]
+        later = [d for d in dispatches if d.due_at - begun >= ALIGN_AFTER]
+        unsent = self._send(soon, now, started, dated=True)
+        for at, batch in _by_send_time(later, begun):
+            wait = (at - (now + timedelta(seconds=self.timer() - started))).total_seconds()
+            if wait > 0:
+                self.sleep(wait)
+            unsent |= self._send(batch, now, started, dated=True)
         return unsent
 
     def _advance(self, job: Job, plan: FirePlan) -> bool:
@@ -251,7 +280,8 @@ class PlannerTick:
         self.max_jobs_per_tick = max_jobs_per_tick
         self.parallelism = parallelism
 
-    def tick(self, now: datetime, shards: list[int]) -> TickReport:
+    def tick(self, now: datetime, shards: list[int], *, align_sends: bool = False) -> TickReport:
+        """``align_sends``: time the sends to the fires (see :meth:`Planner.plan_many`); the Lambda does."""
         started = time.perf_counter()
         leading = 0 in shards
         strays = self._strays() if leading else []
@@ -266,7 +296,7 @@ class PlannerTick:
         due = [key for keys in per_shard for key in keys]
         report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick, stray_shards=strays)
         jobs = self.jobs.get_many(due[: self.max_jobs_per_tick])
-        for result in self.planner.plan_many(jobs, now):
+        for result in self.planner.plan_many(jobs, now, align=align_sends):
             report.planned_runs += len(result.sent)
             report.missed_runs += len(result.missed)
         if strays:
@@ -302,6 +332,28 @@ def _decided(job: Job, fire_at: datetime, now: datetime) -> int | None:
     """An overdue fire that `fire_once` runs late is sent as a chain of one: the policy has been applied, and
     the worker must not apply it again (a fire of a 1-second job would be superseded by its arrival)."""
     return to_epoch_ms(fire_at) if fire_at <= now and job.misfire_policy == "fire_once" else None
+
+
+def _by_send_time(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[datetime, list[Dispatch]]]:
+    """Batches of up to ten whose fires fall within ``SEND_TOGETHER`` of each other in their second, in the
+    order of the second's sweep from ``begun``, each with when to send it."""
+
+    def offset(dispatch: Dispatch) -> float:
+        return _second_fraction(dispatch.due_at - SEND_LEAD - begun)
+
+    batch: list[Dispatch] = []
+    for dispatch in sorted(dispatches, key=offset):
+        if batch and (len(batch) == SEND_BATCH or offset(dispatch) - offset(batch[0]) > SEND_TOGETHER):
+            yield begun + timedelta(seconds=offset(batch[0])), batch
+            batch = []
+        batch.append(dispatch)
+    if batch:
+        yield begun + timedelta(seconds=offset(batch[0])), batch
+
+
+def _second_fraction(span: timedelta) -> float:
+    """Where in a second ``span`` ends: in [0, 1)."""
+    return (span.total_seconds()) % 1.0
 
 
 def send_delay(due_at: datetime, now: datetime) -> int:
