@@ -339,14 +339,9 @@ def test_fires_whose_messages_were_lost_with_the_queue_are_planned_again_under_t
 
 
 # --- planning ---------------------------------------------------------------------------------------------
-def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -> None:
-    world = World()
-    at = START + timedelta(minutes=5)
-    jobs = [
-        world.create(name=f"once-{n}", schedule={"type": "once", "at": at.isoformat()}) for n in range(250)
-    ]
-    elapsed = itertools.count(0, 2)  # the pass takes 2 s between two looks at the timer
-    planner = Planner(
+def planner_of(world: World, **timing: Any) -> Planner:
+    """A planner on the world's stores, with its own timer and sleep."""
+    return Planner(
         jobs=world.jobs,
         runs=world.runs,
         lanes=world.lanes,
@@ -354,8 +349,18 @@ def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -
         metrics=world.metrics,
         horizon=world.horizon,
         lookahead=world.lookahead,
-        timer=lambda: float(next(elapsed)),
+        **timing,
     )
+
+
+def test_a_long_planning_pass_counts_each_sends_delays_from_when_it_goes_out() -> None:
+    world = World()
+    at = START + timedelta(minutes=5)
+    jobs = [
+        world.create(name=f"once-{n}", schedule={"type": "once", "at": at.isoformat()}) for n in range(250)
+    ]
+    elapsed = itertools.count(0, 2)  # the pass takes 2 s between two looks at the timer
+    planner = planner_of(world, timer=lambda: float(next(elapsed)))
     sends: list[tuple[int, datetime]] = []
     send = world.queue.send
 
@@ -380,17 +385,7 @@ def test_a_tick_times_its_sends_so_messages_arrive_just_before_their_fires() -> 
     jobs = [world.create(name="cron", schedule=cron), world.create(name="rate", schedule=rate)]
     assert world.queue.pending() == []
     world.clock.advance(seconds=40.3)  # a tick that starts 0.3 s into its second
-    planner = Planner(
-        jobs=world.jobs,
-        runs=world.runs,
-        lanes=world.lanes,
-        queue=world.queue,
-        metrics=world.metrics,
-        horizon=world.horizon,
-        lookahead=world.lookahead,
-        timer=lambda: world.clock().timestamp(),
-        sleep=world.clock.sleep,
-    )
+    planner = planner_of(world, timer=lambda: world.clock().timestamp(), sleep=world.clock.sleep)
     now = world.clock()
     planner.plan_many([world.job(job) for job in jobs], now, within=world.horizon, align=True)
     leads = []
