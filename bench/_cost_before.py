@@ -18,6 +18,15 @@ without seeded history.
 
 from typing import Any
 
+BEFORE_WAIT_S = 0.5
+"""The worker's wait before the fire per invocation on that run path: its planner sent each fire at the tick
+with ``DelaySeconds = floor(fire - now)``, so with ticks half a second into their second a message arrived
+half a second early and the worker waited it out. Measured by ``bench.cost`` on the lone jobs at commit
+6b8ae22 (the planner still sent that way; 500 ms per invocation in every shape); the present planner times
+its sends, so the lone job of today no longer lends this figure."""
+BEFORE_TRACED = True
+"""That run path was deployed with active X-Ray tracing of every function."""
+
 BEFORE_COMMIT = "545a425"
 BEFORE_HOW = (
     "the same meter; one rate job with two days of seeded history; the real planner ticks and worker handler "

@@ -7,25 +7,30 @@ For one shape (a period, a number of jobs of that period, the history each job c
   one attempt, as the worker leaves them (unmetered);
 - the jobs are created through the service 11 min 59.5 s before their first fire, so the API sends their
   first fires at once and the planner takes over two minutes into the run, at the same phase as ever after;
-- time moves a second at a time. Every minute (at :00.5, as a tick lands some time into its second) the
-  planner Lambda's handler ticks over all due shards. Every second the run queue is drained the way the
-  event source mapping drains it: ReceiveMessage of up to 10, one invocation of the worker Lambda's handler
-  per batch (the batches of one second run side by side, as concurrent invocations do), DeleteMessageBatch of
-  what it finished. The mapping's own requests go through a client the meter does not watch and are counted
-  here, one receive and one delete per invocation; its empty polls are not per-run work;
+- time moves from event to event on the fake clock. Every minute (at :00.5, as a tick lands some time into
+  its second) the planner Lambda's handler ticks over all due shards; a tick that sends sweeps up to a second,
+  sleeping on the fake clock until each batch's moment comes. Whenever a message becomes visible (moto's own
+  delay of each message, read from its queue) the run queue is drained the way the event source mapping's
+  long poll drains it: ReceiveMessage of up to 10, one invocation of the worker Lambda's handler per batch
+  (the batches of one moment run side by side, as concurrent invocations do), DeleteMessageBatch of what it
+  finished. The mapping's own requests go through a client the meter does not watch and are counted here,
+  one receive and one delete per invocation; its empty polls are not per-run work;
 - the measured window is one planning cycle at steady state: from the tick that plans the jobs' next fires
   (two minutes in) to the next one that does (a job is planned when its cursor is within the 120 s
   lookahead, up to the 900 s horizon: every 14 ticks at this phase). The window's ticks plan exactly the runs
-  of the cycle, which the workload checks. The planner is metered over the whole cycle; the worker over the
-  shape's ``worker_seconds`` from its start (the whole cycle unless that is too many runs to run under moto
+  of the cycle, which the workload checks. The planner is metered over the whole cycle, its ticks that plan
+  nothing apart (the tick's base cost). The worker is metered over the runs of the fires that tick planned,
+  one minute later than the ticks (the first minute's fires were sent by the API, which does not time its
+  sends): the shape's ``worker_seconds`` of them (all of them unless that is too many runs to run under moto
   in a few minutes), every metered run SUCCEEDED at its first attempt; the cycle's later messages are
   received and deleted without a worker, unmetered. A run's cost is then the worker's per metered run plus
   the planner's per planned run;
 
 Measured per invocation, outside AWS calls: the worker's and the planner's own CPU (tickwork, pydantic,
 Powertools, the webhook's HTTP client; botocore and moto are left out, as in ``bench.worker_cpu``), the time
-the worker slept before a fire, and the bytes the handlers write to stdout (Powertools log lines and the EMF
-metrics blob), with the log level the stack deploys (INFO).
+the worker slept before a fire and the planner slept between its sends (both on the fake clock, both billed
+Lambda time), and the bytes the handlers write to stdout (Powertools log lines and the EMF metrics blob),
+with the log level the stack deploys (INFO).
 
 Two things of moto's would make this workload quadratic, so they are swapped for equivalent shortcuts while it
 runs: a query of moto's sorts every item of the table (a shortcut hands it only the items of the queried
@@ -37,6 +42,7 @@ scanning all messages (nothing here reads them).
 from __future__ import annotations
 
 import io
+import math
 import threading
 import time
 import uuid
@@ -60,6 +66,12 @@ CREATED = START - timedelta(minutes=12) + TICK_PHASE
 WINDOW_START = START + timedelta(minutes=2) + TICK_PHASE
 CYCLE_TICKS = 14
 WINDOW_END = WINDOW_START + timedelta(minutes=CYCLE_TICKS)
+WORKER_LAG = timedelta(minutes=1)
+"""The worker's window starts this much after the planner's: with the runs of the fires the window's planning
+tick sent, not of those the API sent at create."""
+WORKER_START = WINDOW_START + WORKER_LAG
+DRAIN_END = WINDOW_END + WORKER_LAG
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEPLOYED = StageConfig()
 VISIBILITY_TIMEOUT = DEPLOYED.worker_timeout_seconds * 6  # the run queue's (infra/storage.py)
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:tickwork-runs"
@@ -73,7 +85,7 @@ class Shape:
     history: int
     """Past runs seeded per job."""
     worker_seconds: int = CYCLE_TICKS * 60
-    """The worker is metered over this many seconds from the window's start (a multiple of 60 s, so the
+    """The worker is metered over this many seconds from the start of its window (a multiple of 60 s, so the
     tenant cache's minute is whole); the rest of the cycle's messages are received and deleted unmetered,
     without a worker. The planner is metered over the whole cycle."""
 
@@ -214,6 +226,16 @@ def _every_item(table: Any) -> Iterator[Any]:
             yield partition
 
 
+def _moto_queue(url: str) -> Any:
+    """moto's own queue object, to read when its delayed messages become visible."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    from bench._moto import REGION
+
+    return sqs_backends[DEFAULT_ACCOUNT_ID][REGION].get_queue(url.rsplit("/", 1)[-1])
+
+
 def moto_table(name: str) -> Any:
     """moto's own table object (in process), to seed items without going through botocore and moto's
     request parsing: the same ``put_item`` the API ends in."""
@@ -316,9 +338,14 @@ class Workload:
     job_ids: list[str] = field(default_factory=list)
     worker: Invocations = field(default_factory=Invocations)
     planner: Invocations = field(default_factory=Invocations)
+    planner_idle: Invocations = field(default_factory=Invocations)
+    """The metered ticks that planned nothing (also in ``planner``): what a tick costs whatever the load."""
     runs: int = 0
     planned: list[int] = field(default_factory=list)
     per_second: Counter[int] = field(default_factory=Counter)
+    """Worker invocations per second of the fake clock (for X-Ray's per-second sampling)."""
+    moments: int = 0
+    """Drains that found messages (moments at which messages became visible) in the worker's window."""
     deletes: int = 0
     skipped: int = 0
     """Messages of the cycle past the worker's metered seconds, received and deleted without a worker."""
@@ -401,17 +428,36 @@ class Workload:
             mock.patch.object(planner_handler, "datetime", _fake_datetime(self.clock)),
             mock.patch.object(tickwork.runtime, "time", _FakeMonotonic(self.clock)),
         ):
-            now = START - timedelta(seconds=1) + TICK_PHASE
-            while now < WINDOW_END:
-                measured = now >= WINDOW_START
-                if (now - TICK_PHASE).second == 0:
-                    self._tick(now, planner_handler.lambda_handler, measured=measured)
-                self._drain(now, worker_handler.lambda_handler, measured=measured)
-                now += timedelta(seconds=1)
+            # Ticks at :00.5 of every minute up to the window's end (its last fires are planned by then);
+            # drains whenever a message becomes visible, until the worker's window ends.
+            self.clock.now = START - timedelta(seconds=1) + TICK_PHASE
+            tick_at = START + TICK_PHASE
+            while True:
+                now = self.clock()
+                self._drain(now, worker_handler.lambda_handler, measured=now >= WORKER_START)
+                arrival = self._next_arrival(now)
+                events = [at for at in (arrival, tick_at if tick_at < WINDOW_END else None) if at is not None]
+                if not events or min(events) >= DRAIN_END:
+                    break
+                self.clock.now = max(now, min(events))
+                if tick_at < WINDOW_END and self.clock() >= tick_at:
+                    self._tick(self.clock(), planner_handler.lambda_handler, measured=tick_at >= WINDOW_START)
+                    tick_at += timedelta(minutes=1)
+
+    def _next_arrival(self, now: datetime) -> datetime | None:
+        """When the next delayed message of the run queue becomes visible (moto's own ``delayed_until``), a
+        couple of microseconds later so that moto, reading the fake clock, sees it."""
+        queue = _moto_queue(self.runtime.queue_url)
+        now_ms = now.timestamp() * 1000
+        pending = [m.delayed_until for m in queue._messages if m.delayed_until > now_ms]
+        if not pending:
+            return None
+        return EPOCH + timedelta(microseconds=math.ceil(min(pending) * 1000) + 2)
 
     def _tick(self, now: datetime, handler: Any, *, measured: bool) -> None:
         self.clock.now = now
         before = self.meter.tally.snapshot()
+        sleeps = len(self.clock.sleeps)
         cpu, aws = time.process_time(), self.aws.process_seconds
         with captured_output() as output:
             report = handler(
@@ -422,11 +468,15 @@ class Workload:
         if not measured:
             return
         size, lines = _lines(output.getvalue())
-        self.planner.count += 1
-        self.planner.own_cpu_s += own
-        self.planner.log_bytes += size
-        self.planner.log_lines += lines
-        add_tally(self.planner.tally, self.meter.tally.minus(before))
+        tally = self.meter.tally.minus(before)
+        parts = [self.planner, self.planner_idle] if not report["planned_runs"] else [self.planner]
+        for part in parts:
+            part.count += 1
+            part.own_cpu_s += own
+            part.slept_s += sum(self.clock.sleeps[sleeps:])
+            part.log_bytes += size
+            part.log_lines += lines
+            add_tally(part.tally, tally)
         self.planned.append(int(report["planned_runs"]))
 
     def _drain(self, now: datetime, handler: Any, *, measured: bool) -> None:
@@ -442,7 +492,7 @@ class Workload:
             if not response.get("Messages"):
                 break
             batches.append(response["Messages"])
-        if now >= WINDOW_START + timedelta(seconds=self.shape.worker_seconds):
+        if now >= WORKER_START + timedelta(seconds=self.shape.worker_seconds):
             for messages in batches:
                 self.esm.delete_message_batch(
                     QueueUrl=url,
@@ -484,7 +534,8 @@ class Workload:
             self.runs += len(done)
             self.deletes += 1 if done else 0
         if measured and batches:
-            self.per_second[len(batches)] += 1
+            self.per_second[int(now.timestamp())] += len(batches)
+            self.moments += 1
         self.clock.now = now
 
     def check(self) -> None:
@@ -505,8 +556,8 @@ class Workload:
                 f"{self.shape.name}: {self.runs} runs metered and {self.skipped} drained, "
                 f"expected {expected} of {planned}"
             )
-        worker_end = WINDOW_START + timedelta(seconds=self.shape.worker_seconds)
-        low = tables.run_sort_key(int((WINDOW_START + TICK_PHASE).timestamp() * 1000))
+        worker_end = WORKER_START + timedelta(seconds=self.shape.worker_seconds)
+        low = tables.run_sort_key(int((WORKER_START + TICK_PHASE).timestamp() * 1000))
         high = tables.run_sort_key(int((worker_end - TICK_PHASE).timestamp() * 1000))
         statuses: Counter[str] = Counter()
         for job_id in self.job_ids:
@@ -540,11 +591,15 @@ class Workload:
             "planned_runs": sum(self.planned),
             "worker": self.worker.as_dict(),
             "planner": self.planner.as_dict(),
+            "planner_idle": self.planner_idle.as_dict(),
             "esm": {
                 "sqs.ReceiveMessage": self.worker.count,
                 "sqs.DeleteMessageBatch": self.deletes,
             },
-            "invocations_per_second": {str(k): v for k, v in sorted(self.per_second.items())},
+            "invocations_per_second": {
+                str(k): v for k, v in sorted(Counter(self.per_second.values()).items())
+            },
+            "worker_moments": self.moments,
             "item_bytes": dict(sorted(self.meter.tally.item_bytes.items())),
             "wall_s": round(wall_s, 1),
         }
@@ -568,6 +623,8 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
             # The planner dates a chunk's delays from when it is sent: on the fake clock, not the wall clock
             # that moto's slowness moves (sends that took seconds would arrive early and be sent again).
             runtime.planner.timer = lambda: clock().timestamp()
+            # The tick's sweep sleeps until each send's moment: on the fake clock, which the drains follow.
+            runtime.planner.sleep = clock.sleep
             metrics.clear_metrics()
             peek = boto3.client("dynamodb")
             workload = Workload(

@@ -9,7 +9,12 @@
 The workload (``bench._cost_workload``) runs each job shape through the real planner and worker handlers under
 moto on a fake clock and meters every request (``bench._cost_meter``). This module turns the figures into
 dollars: the published prices, and a stated model for what moto cannot show (Lambda duration, log platform
-lines, X-Ray sampling). The figures from before run path v2 are in ``bench._cost_before``.
+lines, X-Ray tracing and sampling). The figures from before run path v2 are in ``bench._cost_before``.
+
+A planner tick's base (its invocation, base duration, the index queries of every due and attention shard, its
+log lines) is paid every minute per planner group whatever the load: it is a fixed cost per month, measured
+on the ticks that plan nothing, and a run is charged only the planner's marginal work for it (the planning
+tick less one base tick). The all-in figure with whole ticks charged to the runs they plan is shown too.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import ROOT
-from bench._cost_before import BEFORE, QUOTED
+from bench._cost_before import BEFORE, BEFORE_TRACED, BEFORE_WAIT_S, QUOTED
 from infra.config import StageConfig
 
 COMMAND = "python -m bench.cost"
@@ -60,6 +65,10 @@ MAX_METERED_RUNS = 300
 ``bench._cost_workload.Shape.worker_seconds``), so the whole benchmark runs in a few minutes."""
 CREATE_SHARE_DAYS = 30
 """A recurring job's create call is shared by its runs over this many days."""
+TICKS_PER_MONTH = 30 * 1440
+"""One planner group's ticks in a 30-day month (EventBridge ``rate(1 minute)``)."""
+VARIANT_WORKER_MB = 256
+"""The worker memory of the variant priced from the same measurements."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,10 @@ class Model:
     worker_memory_mb: int = DEPLOYED.worker_memory_mb
     planner_memory_mb: int = DEPLOYED.planner_memory_mb
     api_memory_mb: int = DEPLOYED.api_memory_mb
+    trace_run_path: bool = DEPLOYED.trace_run_path
+    """Active X-Ray tracing of the planner and the worker (``StageConfig.trace_run_path``). Off, they use
+    PassThrough: invoked by EventBridge and SQS, with no sampled trace header coming in, they record no
+    traces. The API and the authorizer are always traced."""
     target_ms: float = 0.0
     """The webhook target's own response time, per run (excluded: priced separately per 10 ms)."""
 
@@ -165,9 +178,59 @@ def planned_runs(shape: dict[str, Any]) -> int:
     return int(shape.get("planned_runs", shape["runs"]))
 
 
-def shape_dollars(shape: dict[str, Any], create: dict[str, Any], model: Model) -> dict[str, float]:
+FIELDS = ("count", "own_cpu_s", "slept_s", "log_bytes", "log_lines")
+UNITS = ("requests", "wru", "index_wru", "rru")
+
+
+def combine(a: dict[str, Any], b: dict[str, Any], scale: float) -> dict[str, Any]:
+    """``a + scale * b``, field by field and request kind by request kind (kinds that come to 0 dropped)."""
+    out: dict[str, Any] = {key: a.get(key, 0) + scale * b.get(key, 0) for key in FIELDS}
+    for what in UNITS:
+        kinds = set(a.get(what, {})) | set(b.get(what, {}))
+        values = {k: a.get(what, {}).get(k, 0) + scale * b.get(what, {}).get(k, 0) for k in kinds}
+        out[what] = {k: v for k, v in sorted(values.items()) if abs(v) > 1e-9}
+    return out
+
+
+def base_tick(shape: dict[str, Any]) -> dict[str, Any] | None:
+    """A tick that plans nothing: the mean of the shape's metered idle ticks (``None`` for figures that do
+    not tell them apart, which then charge whole ticks)."""
+    idle = shape.get("planner_idle")
+    if not idle or not idle["count"]:
+        return None
+    return combine({}, idle, 1 / idle["count"])
+
+
+def planner_marginal(shape: dict[str, Any]) -> dict[str, Any]:
+    """The planner's work for the runs it planned: its planning ticks less one base tick each (no invocation
+    of its own: ``count`` 0). Without idle ticks to measure the base by, the whole ticks."""
+    base = base_tick(shape)
+    if base is None:
+        return dict(shape["planner"])
+    planning = combine(shape["planner"], shape["planner_idle"], -1)
+    marginal = combine(planning, base, -planning["count"])
+    marginal["count"] = 0
+    # A planning tick whose CPU or log bytes come out below the base's mean (noise) adds nothing.
+    marginal["own_cpu_s"] = max(0.0, marginal["own_cpu_s"])
+    marginal["log_bytes"] = max(0.0, marginal["log_bytes"])
+    return marginal
+
+
+def worker_traces(shape: dict[str, Any], model: Model) -> float:
+    return xray_traces(shape["invocations_per_second"], model) if model.trace_run_path else 0.0
+
+
+def tick_traces(ticks: float, model: Model) -> float:
+    """A tick is alone in its second: traced if the planner is."""
+    return ticks if model.trace_run_path else 0.0
+
+
+def shape_dollars(
+    shape: dict[str, Any], create: dict[str, Any], model: Model, *, tick_included: bool = False
+) -> dict[str, float]:
     """Dollars per run, by part, of a measured shape: the worker's (with the event source mapping's requests)
-    per metered run, the planner's per planned run, the create call's per run of the job's first 30 days."""
+    per metered run, the planner's marginal work per planned run (``tick_included``: its whole ticks), the
+    create call's per run of the job's first 30 days."""
     runs = shape["runs"]
     worker = dict(shape["worker"])
     if model.target_ms:
@@ -175,25 +238,43 @@ def shape_dollars(shape: dict[str, Any], create: dict[str, Any], model: Model) -
     parts = function_dollars(
         worker,
         memory_mb=model.worker_memory_mb,
-        traces=xray_traces(shape["invocations_per_second"], model),
+        traces=worker_traces(shape, model),
         model=model,
         mapping_requests=sum(shape["esm"].values()),
     )
-    planner = function_dollars(
-        shape["planner"], memory_mb=model.planner_memory_mb, traces=shape["planner"]["count"], model=model
-    )
     per_run = {part: value / runs for part, value in parts.items()}
-    per_run["planner share"] = sum(planner.values()) / planned_runs(shape)
+    planner = planner_dollars(shape, model, tick_included=tick_included)
+    per_run["planner share"] = sum(planner.values())
     per_run["API create share"] = create_dollars(create, model) / runs_per_job(shape["period"])
     return per_run
 
 
-def planner_dollars(shape: dict[str, Any], model: Model) -> dict[str, float]:
-    """The planner's share per run, by part."""
-    planner = function_dollars(
-        shape["planner"], memory_mb=model.planner_memory_mb, traces=shape["planner"]["count"], model=model
+def planner_dollars(shape: dict[str, Any], model: Model, *, tick_included: bool = False) -> dict[str, float]:
+    """The planner's share per run, by part: its marginal work (``tick_included``: its whole ticks) over the
+    runs it planned."""
+    planner = shape["planner"] if tick_included else planner_marginal(shape)
+    parts = function_dollars(
+        planner,
+        memory_mb=model.planner_memory_mb,
+        traces=tick_traces(planner["count"], model),
+        model=model,
     )
-    return {part: value / planned_runs(shape) for part, value in planner.items()}
+    return {part: value / planned_runs(shape) for part, value in parts.items()}
+
+
+def tick_dollars(tick: dict[str, Any], model: Model) -> dict[str, float]:
+    """One base tick (a measured idle tick, ``count`` 1), by part."""
+    return function_dollars(
+        tick, memory_mb=model.planner_memory_mb, traces=tick_traces(tick["count"], model), model=model
+    )
+
+
+def pooled_base_tick(figures: dict[str, Any]) -> dict[str, Any]:
+    """The base tick over every idle tick metered in the six shapes."""
+    idle: dict[str, Any] = {}
+    for name in _main_shapes(figures):
+        idle = combine(idle, figures["shapes"][name]["planner_idle"], 1)
+    return combine({}, idle, 1 / idle["count"])
 
 
 def before_shape(before: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
@@ -210,8 +291,9 @@ def before_shape(before: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]
     mapping = ("sqs.ReceiveMessage", "sqs.DeleteMessage", "sqs.DeleteMessageBatch")
     invocations, ticks = before["invocations"], before["ticks"]
     per_invocation = {
-        key: like["worker"][key] / like["worker"]["count"] for key in ("own_cpu_s", "slept_s", "log_bytes")
+        key: like["worker"][key] / like["worker"]["count"] for key in ("own_cpu_s", "log_bytes")
     }
+    per_invocation["slept_s"] = BEFORE_WAIT_S
     per_tick = {key: like["planner"][key] / like["planner"]["count"] for key in ("own_cpu_s", "log_bytes")}
     requests = {k: v for k, v in before["requests"].items() if k not in mapping}
     worker = {
@@ -303,6 +385,10 @@ def _money(value: float) -> str:
     """Dollars per million."""
     if 0 < value * 1e6 < 0.005:
         return "<$0.01"
+    if value * 1e6 <= -0.005:
+        return f"-${-value * 1e6:.2f}"
+    if value < 0:
+        return "$0.00"
     return f"${value * 1e6:.2f}"
 
 
@@ -334,9 +420,9 @@ def _main_shapes(figures: dict[str, Any]) -> list[str]:
 
 def _per_run(shape: dict[str, Any], what: str) -> float:
     """Requests or units of one kind per run: the worker's (and the mapping's) per metered run plus the
-    planner's per planned run."""
+    planner's marginal work per planned run."""
     worker = total(shape["worker"], what) + (total(shape, "esm") if what == "requests" else 0)
-    return float(worker / shape["runs"] + total(shape["planner"], what) / planned_runs(shape))
+    return float(worker / shape["runs"] + total(planner_marginal(shape), what) / planned_runs(shape))
 
 
 def _requests_per_run(shape: dict[str, Any]) -> float:
@@ -348,7 +434,8 @@ def before_dollars(figures: dict[str, Any], period: int) -> dict[str, float] | N
         return None
     like = figures["shapes"][f"{period}s lone"]
     shape = before_shape(BEFORE[str(period)], like)
-    return shape_dollars(shape, figures["create"], model_of(figures))
+    model = Model(botocore_ms=model_of(figures).botocore_ms, trace_run_path=BEFORE_TRACED)
+    return shape_dollars(shape, figures["create"], model, tick_included=True)
 
 
 def summary_block(figures: dict[str, Any]) -> str:
@@ -357,6 +444,7 @@ def summary_block(figures: dict[str, Any]) -> str:
     for name in _main_shapes(figures):
         shape = figures["shapes"][name]
         dollars = sum(shape_dollars(shape, figures["create"], model).values())
+        all_in = sum(shape_dollars(shape, figures["create"], model, tick_included=True).values())
         before = before_dollars(figures, shape["period"])
         history = f"{shape['history_per_job']:,} runs" + (" each" if shape["jobs"] > 1 else "")
         rows.append(
@@ -367,6 +455,7 @@ def summary_block(figures: dict[str, Any]) -> str:
                 f"{shape['runs']:,}",
                 _num(_requests_per_run(shape)),
                 f"**{_money(dollars)}**" if shape["jobs"] > 1 else _money(dollars),
+                _money(all_in),
                 _money(sum(before.values())) if before else QUOTED.get(str(shape["period"]), "not measured"),
                 _money(EVENTBRIDGE_SCHEDULER_PRICE),
             ]
@@ -378,8 +467,9 @@ def summary_block(figures: dict[str, Any]) -> str:
             "history seeded",
             "runs metered (worker)",
             "requests per run",
-            "$ per million runs, all-in",
-            "before (lone job)",
+            "$ per million runs (tick's base as fixed cost)",
+            "$ per million runs, all-in, tick included",
+            "before (lone job, all-in)",
             "EventBridge Scheduler",
         ],
         rows,
@@ -390,13 +480,20 @@ def dollars_block(figures: dict[str, Any]) -> str:
     model = model_of(figures)
     names = _main_shapes(figures)
     per_shape = {name: shape_dollars(figures["shapes"][name], figures["create"], model) for name in names}
+    all_in = {
+        name: sum(
+            shape_dollars(figures["shapes"][name], figures["create"], model, tick_included=True).values()
+        )
+        for name in names
+    }
     befores = {period: before_dollars(figures, period) for period in PERIODS}
     header = ["part", *names, *(f"{p}s before" for p in PERIODS if befores[p])]
     rows = []
     for part in PARTS:
+        label = "planner share (marginal)" if part == "planner share" else part
         rows.append(
             [
-                part,
+                label,
                 *(_money(per_shape[name][part]) for name in names),
                 *(_money(b[part]) for b in befores.values() if b),
             ]
@@ -408,6 +505,20 @@ def dollars_block(figures: dict[str, Any]) -> str:
             *(f"**{_money(sum(b.values()))}**" for b in befores.values() if b),
         ]
     )
+    rows.append(
+        [
+            "the ticks' base, spread over the runs they planned",
+            *(_money(all_in[name] - sum(per_shape[name].values())) for name in names),
+            *("in the total" for b in befores.values() if b),
+        ]
+    )
+    rows.append(
+        [
+            "all-in, tick included",
+            *(_money(all_in[name]) for name in names),
+            *(_money(sum(b.values())) for b in befores.values() if b),
+        ]
+    )
     return _table(header, rows)
 
 
@@ -415,22 +526,116 @@ def planner_block(figures: dict[str, Any]) -> str:
     model = model_of(figures)
     names = _main_shapes(figures)
     shares = {name: planner_dollars(figures["shapes"][name], model) for name in names}
+    whole = {name: planner_dollars(figures["shapes"][name], model, tick_included=True) for name in names}
     rows = [[part, *(_money(shares[name][part]) for name in names)] for part in PARTS[:7]]
-    rows.append(["**planner share**", *(f"**{_money(sum(shares[name].values()))}**" for name in names)])
+    rows.append(["**marginal share**", *(f"**{_money(sum(shares[name].values()))}**" for name in names)])
+    rows.append(["whole ticks' share (all-in)", *(_money(sum(whole[name].values())) for name in names)])
     ticks = [
-        "runs planned per tick",
-        *(_num(figures["shapes"][n]["planned_runs"] / figures["shapes"][n]["ticks"]) for n in names),
+        "runs planned per planning tick",
+        *(_num(planned_runs(figures["shapes"][n]) / _planning_ticks(figures["shapes"][n])) for n in names),
     ]
     return _table(["part", *names], [ticks, *rows])
+
+
+def _planning_ticks(shape: dict[str, Any]) -> int:
+    return int(shape["planner"]["count"] - shape.get("planner_idle", {}).get("count", 0))
+
+
+def fixed_block(figures: dict[str, Any]) -> str:
+    """The base tick per month per planner group, by part, with the arithmetic."""
+    model = model_of(figures)
+    tick = pooled_base_tick(figures)
+    parts = tick_dollars(tick, model)
+    dynamodb = requests_of(tick, "dynamodb")
+    billed_ms = duration_s(tick, model.planner_memory_mb, model) * 1000
+    log_bytes = tick["log_bytes"] + model.platform_log_bytes
+    how = {
+        "DynamoDB writes": "none",
+        "DynamoDB reads": f"{_num(total(tick, 'rru'))} RRU ("
+        + ", ".join(f"{_num(v)} `{k.split('.')[1]}`" for k, v in sorted(tick["requests"].items()))
+        + f") x ${RRU_PRICE * 1e6:.3f} per million",
+        "SQS requests": "none",
+        "Lambda requests": f"1 invocation x ${LAMBDA_REQUEST_PRICE * 1e6:.2f} per million",
+        "Lambda duration": f"{billed_ms:.0f} ms billed ({tick['own_cpu_s'] * 1000:.1f} ms own CPU x"
+        f" {model.vcpu_mb / model.planner_memory_mb:.2f}, {_num(dynamodb)} DynamoDB requests x"
+        f" {model.dynamodb_latency_s * 1000:.0f} ms) x {model.planner_memory_mb / 1024:g} GB x"
+        f" ${GB_SECOND_PRICE:.10f}",
+        "CloudWatch Logs": f"{log_bytes:.0f} B ({tick['log_bytes']:.0f} B written,"
+        f" {model.platform_log_bytes} B platform) x ${LOGS_PRICE_PER_GB:.2f} per GB",
+        "X-Ray traces": "1 trace x $5.00 per million" if model.trace_run_path else "none (PassThrough)",
+    }
+    rows = [
+        [part, how[part], _money(value), f"${value * TICKS_PER_MONTH:.4f}"] for part, value in parts.items()
+    ]
+    rows.append(
+        [
+            "**total**",
+            f"{int(tick['count'] and 1)} tick; {TICKS_PER_MONTH:,} ticks a month (30 days, one a minute)",
+            f"**{_money(sum(parts.values()))}**",
+            f"**${sum(parts.values()) * TICKS_PER_MONTH:.2f}**",
+        ]
+    )
+    idle = sum(figures["shapes"][n]["planner_idle"]["count"] for n in _main_shapes(figures))
+    return (
+        _table(
+            [
+                "part",
+                "per base tick (mean of measured idle ticks)",
+                "$ per million ticks",
+                "$ per month per group",
+            ],
+            rows,
+        )
+        + f"\n\nMeasured on the {idle} ticks of the six shapes' windows that planned nothing (16 due shards"
+        " and the 4 attention shards, as one planner group holds them all)."
+    )
+
+
+def _billed_ms(function: dict[str, Any], memory_mb: int, model: Model) -> str:
+    return f"{duration_s(function, memory_mb, model) * 1000 / function['count']:.0f}"
+
+
+def variant_block(figures: dict[str, Any]) -> str:
+    """The same measurements priced with a smaller worker."""
+    deployed = model_of(figures)
+    small = Model(botocore_ms=deployed.botocore_ms, worker_memory_mb=VARIANT_WORKER_MB)
+    rows = []
+    for name in _main_shapes(figures):
+        shape = figures["shapes"][name]
+        a = shape_dollars(shape, figures["create"], deployed)
+        b = shape_dollars(shape, figures["create"], small)
+        rows.append(
+            [
+                name,
+                _money(sum(a.values())),
+                _money(a["Lambda duration"]),
+                _billed_ms(shape["worker"], deployed.worker_memory_mb, deployed),
+                _money(sum(b.values())),
+                _money(b["Lambda duration"]),
+                _billed_ms(shape["worker"], small.worker_memory_mb, small),
+            ]
+        )
+    return _table(
+        [
+            "shape",
+            f"worker {deployed.worker_memory_mb} MB (deployed): $ per million runs",
+            "of which Lambda duration",
+            "worker billed ms per invocation",
+            f"worker {VARIANT_WORKER_MB} MB: $ per million runs",
+            "of which Lambda duration",
+            "worker billed ms per invocation",
+        ],
+        rows,
+    )
 
 
 def _operations(shape: dict[str, Any]) -> list[tuple[str, str, dict[str, float]]]:
     """(who, operation, per-run figures) of every request kind of a shape."""
     runs = shape["runs"]
     found = []
-    for who, part in (("worker", shape["worker"]), ("planner", shape["planner"])):
+    for who, part in (("worker", shape["worker"]), ("planner", planner_marginal(shape))):
         per = runs if who == "worker" else planned_runs(shape)
-        for operation in sorted(part["requests"]):
+        for operation in sorted(set().union(*(part.get(what, {}) for what in UNITS))):
             found.append(
                 (
                     who,
@@ -479,8 +684,11 @@ def lambda_block(figures: dict[str, Any]) -> str:
     rows = []
     for name in _main_shapes(figures):
         shape = figures["shapes"][name]
-        worker, planner = shape["worker"], shape["planner"]
+        worker = shape["worker"]
         count = worker["count"]
+        base = base_tick(shape) or shape["planner"]
+        marginal = planner_marginal(shape)
+        planning = _planning_ticks(shape)
         rows.append(
             [
                 name,
@@ -489,9 +697,11 @@ def lambda_block(figures: dict[str, Any]) -> str:
                 f"{worker['slept_s'] * 1000 / count:.0f}",
                 f"{duration_s(worker, model.worker_memory_mb, model) * 1000 / count:.0f}",
                 f"{worker['log_bytes'] / count:.0f} B in {worker['log_lines'] / count:.1f}",
-                f"{planner['own_cpu_s'] * 1000 / planner['count']:.1f}",
-                f"{duration_s(planner, model.planner_memory_mb, model) * 1000 / planner['count']:.0f}",
-                f"{planner['log_bytes'] / planner['count']:.0f} B",
+                f"{base['own_cpu_s'] * 1000:.1f}",
+                f"{duration_s(base, model.planner_memory_mb, model) * 1000:.0f}",
+                f"{marginal['own_cpu_s'] * 1000 / planning:.1f}",
+                f"{marginal['slept_s'] * 1000 / planning:.0f}",
+                f"{duration_s(marginal, model.planner_memory_mb, model) * 1000 / planning:.0f}",
             ]
         )
     return _table(
@@ -502,9 +712,11 @@ def lambda_block(figures: dict[str, Any]) -> str:
             "worker wait before the fire ms",
             "worker billed ms (model)",
             "worker log bytes (lines)",
-            "planner own CPU ms per tick",
-            "planner billed ms (model)",
-            "planner log bytes per tick",
+            "base tick: planner own CPU ms",
+            "base tick: billed ms (model)",
+            "planning tick, marginal: own CPU ms",
+            "planning tick, marginal: sleep between sends ms",
+            "planning tick, marginal: billed ms (model)",
         ],
         rows,
     )
@@ -540,8 +752,8 @@ def history_block(figures: dict[str, Any]) -> str:
             "WRU",
             "index WRU",
             "RRU",
-            "planner requests per run",
-            "planner RRU per run",
+            "planner requests per run (whole ticks)",
+            "planner RRU per run (whole ticks)",
         ],
         rows,
     )
@@ -595,17 +807,34 @@ def model_block(figures: dict[str, Any]) -> str:
             f"x{m.vcpu_mb / m.planner_memory_mb:.2f}, this machine's core taken as a Graviton vCPU); plus "
             f"{m.dynamodb_latency_s * 1000:.0f} ms per DynamoDB request and {m.sqs_latency_s * 1000:.0f} ms "
             "per SQS request the function makes, one after another; plus the worker's wait before a fire "
-            "(measured on the fake clock); plus 0.5 ms of billing round-up. "
+            "and the planner's sleep between its timed sends (both measured on the fake clock); plus "
+            "0.5 ms of billing round-up. "
             f"${GB_SECOND_PRICE:.10f} per GB-s (arm64).",
             "- The webhook target's own response time is left out: each 10 ms of it adds "
             f"${per_10ms * 1e6:.3f} per million runs (a batch's messages are handled one after another), "
             f"and each 100 ms of wait per invocation ${per_100ms_wait * 1e6:.3f} per million invocations.",
             f"- CloudWatch Logs: the bytes the handlers wrote (measured) plus {m.platform_log_bytes} B of "
             f"Lambda platform lines per invocation, ${LOGS_PRICE_PER_GB:.2f} per GB (10^9 B) ingested.",
-            f"- X-Ray: each function records {m.xray_reservoir_per_second} invocation per second and "
-            f"{m.xray_rate:.0%} of the rest (the default rule, taken per function), "
-            f"${XRAY_TRACE_PRICE * 1e6:.2f} per million traces; a tick is alone in its second: every tick "
-            "is traced.",
+            (
+                f"- X-Ray, ${XRAY_TRACE_PRICE * 1e6:.2f} per million traces: `trace_run_path` is "
+                f"{'on' if m.trace_run_path else 'off'} (`StageConfig`, deployed default off), so "
+                + (
+                    f"the planner and the worker record {m.xray_reservoir_per_second} invocation per second "
+                    f"and {m.xray_rate:.0%} of the rest (the default rule, taken per function; a tick is "
+                    "alone in its second: every tick is traced)."
+                    if m.trace_run_path
+                    else "the planner and the worker run PassThrough: invoked by EventBridge and by SQS "
+                    "with no sampled trace header coming in, they record no traces. The API and the "
+                    "authorizer are traced (the create call's one trace). The before column is priced as "
+                    "that run path was deployed, every function traced (1 invocation per second and "
+                    f"{m.xray_rate:.0%} of the rest)."
+                )
+            ),
+            "- Planner: a tick's base (measured on the window's ticks that plan nothing: the invocation, "
+            "its CPU, the index queries of the 16 due and 4 attention shards, the due shard count, its log "
+            "lines) is a fixed cost per month per planner group (see Fixed cost); a run is charged the "
+            "planning tick less one base tick (its per-job requests and units, its CPU beyond the base, "
+            "its sleep between sends, its extra log bytes), over the runs it planned.",
             f"- API create share: one `POST /v1/jobs` (API Gateway ${API_PRICE * 1e6:.2f} per million, the "
             "authorizer and API invocations at the API's memory, their requests and log lines, one trace) "
             f"spread over the job's runs in {CREATE_SHARE_DAYS} days.",
@@ -615,6 +844,8 @@ def model_block(figures: dict[str, Any]) -> str:
 
 BLOCKS = (
     "summary",
+    "fixed",
+    "variant",
     "model",
     "lambda",
     "requests-1",
@@ -630,6 +861,8 @@ BLOCKS = (
 def blocks(figures: dict[str, Any]) -> dict[str, str]:
     return {
         "summary": summary_block(figures),
+        "fixed": fixed_block(figures),
+        "variant": variant_block(figures),
         "model": model_block(figures),
         "lambda": lambda_block(figures),
         **{f"requests-{p}": requests_block(figures, p) for p in PERIODS},
@@ -685,6 +918,19 @@ def section(figures: dict[str, Any] | None = None) -> str:
         figures = measure()
         save(figures)
     generated = blocks(figures)
+    model = model_of(figures)
+    fleets = {
+        name: sum(shape_dollars(figures["shapes"][name], figures["create"], model).values())
+        for name in _main_shapes(figures)
+        if figures["shapes"][name]["jobs"] > 1
+    }
+    over = [name for name, dollars in fleets.items() if dollars > BUDGET]
+    verdict = (
+        f"and it is not met by {', '.join(over)} (at the deployed settings)"
+        if over
+        else "and every fleet shape meets it at the deployed settings"
+    )
+    month = sum(tick_dollars(pooled_base_tick(figures), model).values()) * TICKS_PER_MONTH
     return "\n".join(
         [
             "## Cost per run: requests and dollars, all-in",
@@ -693,8 +939,10 @@ def section(figures: dict[str, Any] | None = None) -> str:
             "handlers under moto on a fake clock, every request metered; about ten minutes on the",
             "shared two-core machine). It also rewrites the tables of [cost.md](cost.md), which gives the",
             "method, the model for what moto cannot show, the requests per run by kind and what is on the",
-            f"run path. Fleet rows are in bold; the budget is ${BUDGET * 1e6:.2f} per million runs, and it",
-            "is not met.",
+            "run path. A planner tick's base is a fixed cost of the planner group (measured on ticks that",
+            f"plan nothing: ${month:.2f} a month per group); a run pays the planner's marginal work for it.",
+            "The all-in column charges whole ticks to the runs they plan. Fleet rows are in bold; the",
+            f"budget is ${BUDGET * 1e6:.2f} per million runs, {verdict}.",
             "",
             generated["summary"],
             "",

@@ -10,8 +10,10 @@ import pytest
 from bench import cost
 from bench.cost import Model
 
-# No botocore CPU, so the duration is the hand-computed one below.
-MODEL = Model(botocore_ms=0.0)
+# No botocore CPU, so the duration is the hand-computed one below; the planner and the worker traced.
+MODEL = Model(botocore_ms=0.0, trace_run_path=True)
+# As deployed: StageConfig's trace_run_path (off).
+DEPLOYED = Model(botocore_ms=0.0)
 
 
 def shape() -> dict[str, Any]:
@@ -114,7 +116,7 @@ def test_xray_records_one_trace_a_second_then_five_percent(per_second: dict[str,
 
 
 def test_waiting_for_the_target_is_priced_per_run() -> None:
-    slow = cost.shape_dollars(shape(), CREATE, Model(botocore_ms=0.0, target_ms=10.0))
+    slow = cost.shape_dollars(shape(), CREATE, Model(botocore_ms=0.0, trace_run_path=True, target_ms=10.0))
     fast = cost.shape_dollars(shape(), CREATE, MODEL)
     # 10 runs x 10 ms at 0.5 GB, per run
     extra = 0.010 * 0.5 * 0.0000133334
@@ -180,3 +182,138 @@ def test_the_saved_figures_show_no_transaction_and_no_index_write_by_the_worker(
         assert not any("Transact" in op for op in worker["requests"]), name
         assert not worker["index_wru"], name
         assert not any("Transact" in op for op in measured["planner"]["requests"]), name
+
+
+def shape_with_idle_ticks() -> dict[str, Any]:
+    """``shape()`` with its tick split: two ticks, one that planned the 10 runs and one that planned nothing
+    (the base), as the workload meters them."""
+    figures = shape()
+    idle = {
+        "count": 1,
+        "own_cpu_s": 0.004,
+        "slept_s": 0.0,
+        "log_bytes": 700,
+        "log_lines": 2,
+        "requests": {"dynamodb.Query": 20, "dynamodb.GetItem": 1},
+        "wru": {},
+        "index_wru": {},
+        "rru": {"dynamodb.Query": 10.0, "dynamodb.GetItem": 0.5},
+    }
+    planning = {
+        "count": 1,
+        "own_cpu_s": 0.010,
+        "slept_s": 0.45,
+        "log_bytes": 760,
+        "log_lines": 2,
+        "requests": {
+            "dynamodb.Query": 20,
+            "dynamodb.GetItem": 1,
+            "dynamodb.BatchGetItem": 1,
+            "dynamodb.UpdateItem": 10,
+            "sqs.SendMessageBatch": 1,
+        },
+        "wru": {"dynamodb.UpdateItem": 10.0},
+        "index_wru": {"dynamodb.UpdateItem": 20.0},
+        "rru": {"dynamodb.Query": 10.0, "dynamodb.GetItem": 0.5, "dynamodb.BatchGetItem": 5.0},
+    }
+    figures["planner"] = cost.combine(planning, idle, 1)
+    figures["planner_idle"] = idle
+    return figures
+
+
+def test_the_deployed_run_path_records_no_traces() -> None:
+    assert not DEPLOYED.trace_run_path  # StageConfig's default: the planner and the worker run PassThrough
+    parts = cost.shape_dollars(shape(), CREATE, DEPLOYED)
+    assert parts["X-Ray traces"] == 0
+    assert cost.planner_dollars(shape(), DEPLOYED)["X-Ray traces"] == 0
+    traced = cost.shape_dollars(shape(), CREATE, MODEL)
+    assert traced["X-Ray traces"] * 1e6 == pytest.approx(0.5)
+
+
+def test_a_run_is_charged_the_planning_tick_less_one_base_tick() -> None:
+    figures = shape_with_idle_ticks()
+    marginal = cost.planner_marginal(figures)
+    assert marginal["count"] == 0  # the invocation is the base's
+    assert marginal["requests"] == {
+        "dynamodb.BatchGetItem": 1,
+        "dynamodb.UpdateItem": 10,
+        "sqs.SendMessageBatch": 1,
+    }
+    assert marginal["rru"] == {"dynamodb.BatchGetItem": 5.0}
+    assert marginal["own_cpu_s"] == pytest.approx(0.006)
+    assert marginal["slept_s"] == pytest.approx(0.45)
+    assert marginal["log_bytes"] == pytest.approx(60)
+    per_million = {k: v * 1e6 for k, v in cost.planner_dollars(figures, DEPLOYED).items()}
+    assert per_million["DynamoDB writes"] == pytest.approx(30 * 0.625 / 10)
+    assert per_million["DynamoDB reads"] == pytest.approx(5 * 0.125 / 10)
+    assert per_million["SQS requests"] == pytest.approx(0.40 / 10)
+    assert per_million["Lambda requests"] == 0
+    # 6 ms x 1769/1024 = 10.365 ms; 11 DynamoDB x 5 ms; 1 SQS x 10 ms; 450 ms asleep; no round-up: 0.525365 s
+    assert per_million["Lambda duration"] == pytest.approx(0.525365 * 13.3334 / 10, rel=1e-5)
+    assert per_million["CloudWatch Logs"] == pytest.approx(60e-9 * 0.5 * 1e6 / 10)  # no platform lines
+    assert per_million["X-Ray traces"] == 0
+
+
+def test_all_in_the_whole_ticks_are_charged_to_the_runs_they_planned() -> None:
+    figures = shape_with_idle_ticks()
+    marginal = cost.shape_dollars(figures, CREATE, DEPLOYED)
+    all_in = cost.shape_dollars(figures, CREATE, DEPLOYED, tick_included=True)
+    base = cost.tick_dollars(cost.base_tick(figures) or {}, DEPLOYED)
+    # two ticks = the planning tick's marginal work + two base ticks, over the 10 runs planned
+    assert all_in["planner share"] - marginal["planner share"] == pytest.approx(2 * sum(base.values()) / 10)
+    for part in cost.PARTS[:7]:
+        assert all_in[part] == marginal[part]
+
+
+def test_a_base_tick_is_its_measured_parts_at_the_published_prices() -> None:
+    tick = cost.base_tick(shape_with_idle_ticks())
+    assert tick is not None
+    per_million = {k: v * 1e6 for k, v in cost.tick_dollars(tick, DEPLOYED).items()}
+    assert per_million["DynamoDB reads"] == pytest.approx(10.5 * 0.125)
+    assert per_million["Lambda requests"] == pytest.approx(0.20)
+    # 4 ms x 1769/1024 = 6.910 ms; 21 DynamoDB x 5 ms; 0.5 ms round-up: 0.112410 s at 1 GB
+    assert per_million["Lambda duration"] == pytest.approx(0.1124102 * 13.3334, rel=1e-5)
+    assert per_million["CloudWatch Logs"] == pytest.approx(1200e-9 * 0.5 * 1e6)
+    assert per_million["X-Ray traces"] == 0
+    # a month of ticks per planner group
+    month = sum(per_million.values()) * cost.TICKS_PER_MONTH / 1e6
+    assert month == pytest.approx((1.3125 + 0.20 + 0.1124102 * 13.3334 + 0.6) * 43_200 / 1e6, rel=1e-5)
+
+
+def test_a_smaller_worker_is_priced_from_the_same_cpu() -> None:
+    small = cost.shape_dollars(shape(), CREATE, Model(botocore_ms=0.0, worker_memory_mb=256))
+    # 20 ms x 1769/256 = 138.203 ms; 200 ms of DynamoDB; 500 ms waited; 0.5 ms: 0.838703 s x 0.25 GB
+    assert small["Lambda duration"] * 1e6 == pytest.approx(0.838703 * 0.25 * 13.3334 / 10, rel=1e-5)
+
+
+def test_before_is_priced_as_it_was_deployed_traced_and_waiting_half_a_second() -> None:
+    before = cost.before_shape(
+        {
+            "period": 60,
+            "runs": 2,
+            "invocations": 2,
+            "ticks": 2,
+            "requests": {"dynamodb.Query": 4},
+            "wru": {},
+            "index_wru": {},
+            "rru": {},
+            "tick_requests": {},
+            "tick_wru": {},
+            "tick_index_wru": {},
+            "tick_rru": {},
+        },
+        {**shape(), "worker": {**shape()["worker"], "slept_s": 0.05}},
+    )
+    assert before["worker"]["slept_s"] == pytest.approx(2 * 0.5)
+
+
+def test_the_saved_figures_split_the_ticks_into_base_and_planning() -> None:
+    figures = json.loads(cost.FIGURES.read_text())
+    for name in cost._main_shapes(figures):
+        measured = figures["shapes"][name]
+        idle = measured["planner_idle"]
+        assert idle["count"] == measured["ticks"] - 1, name  # one planning tick per cycle
+        assert not idle["wru"] and not idle["index_wru"] and not idle["slept_s"], name
+        assert "sqs.SendMessageBatch" not in idle["requests"], name
+        marginal = cost.planner_marginal(measured)
+        assert all(value >= 0 for value in marginal["requests"].values()), name
