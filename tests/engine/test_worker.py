@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from tickwork.domain.models import Job, RunStatus, manual_run_id, scheduled_run_id
+from tickwork.domain.models import Job, JobStatus, RunStatus, manual_run_id, scheduled_run_id
 from tickwork.targets import TargetResult
 from tickwork.testing.world import GONE, OK, START, UNAVAILABLE, World
 
@@ -301,6 +301,45 @@ def test_a_fire_whose_worker_died_is_taken_over_even_once_later_fires_are_due(ov
     assert world.metrics.counts.get("RunsMissed", 0) == len(
         [r for r in world.runs_of(job) if r.status is RunStatus.MISSED]
     )
+
+
+def test_a_one_time_job_whose_completion_failed_completes_when_its_message_comes_back() -> None:
+    world = World()
+    job = once_at(world, 0, name="completes")
+    complete = world.jobs.complete
+    failures = iter([RuntimeError("throttled")])
+
+    def fails_once(tenant_id: str, job_id: str, **through: Any) -> bool:
+        for error in failures:
+            raise error
+        return complete(tenant_id, job_id, **through)
+
+    world.jobs.complete = fails_once  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        world.deliver()  # the run is recorded, then the completion fails: the message stays
+    assert world.statuses(job) == [RunStatus.SUCCEEDED] and world.job(job).status is JobStatus.ACTIVE
+    world.clock.advance(seconds=31)  # its message comes back after the visibility timeout
+    assert world.deliver() == ["duplicate: the run is SUCCEEDED"]
+    assert world.job(job).status is JobStatus.COMPLETED
+    assert len(world.calls_of(job)) == 1
+
+
+def test_a_one_time_job_whose_run_ends_before_the_planner_moves_its_cursor_completes() -> None:
+    world = World()
+    job = once_at(world, 100, name="quick")  # past the horizon: the planner sends it, not the API
+    advance_cursor = world.jobs.advance_cursor
+
+    def run_first(planned: Job, next_fire_at: Any, last_fire_at: Any) -> bool:
+        # The fire's message is out and runs before the planner writes the job's cursor
+        world.clock.advance(seconds=10)
+        assert world.deliver() == ["attempt 1: success"]
+        return advance_cursor(planned, next_fire_at, last_fire_at)
+
+    world.jobs.advance_cursor = run_first  # type: ignore[method-assign,assignment]
+    world.clock.advance(seconds=92)
+    world.tick()
+    assert world.statuses(job) == [RunStatus.SUCCEEDED]
+    assert world.job(job).status is JobStatus.COMPLETED
 
 
 def test_an_early_message_goes_back_for_its_time() -> None:

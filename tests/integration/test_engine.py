@@ -43,6 +43,28 @@ def test_one_time_job_runs_at_its_time_and_never_early(engine: Engine) -> None:
     assert engine.runtime.jobs.get("acme", job.job_id).status.value == "COMPLETED"
 
 
+def test_a_one_time_job_whose_run_ends_before_the_planner_moves_its_cursor_completes(engine: Engine) -> None:
+    # Given a one-time job the planner sends, whose run ends before the planner writes the job's cursor
+    fire_at = START + timedelta(minutes=10)
+    job = engine.create(
+        schedule={"type": "once", "at": fire_at.isoformat()}, target=engine.http("/quick")
+    ).job
+    jobs = engine.runtime.jobs
+    advance_cursor = jobs.advance_cursor
+
+    def run_first(planned: Any, next_fire_at: Any, last_fire_at: Any) -> bool:
+        engine.clock.advance(seconds=1)
+        assert engine.drain() == 1
+        return bool(advance_cursor(planned, next_fire_at, last_fire_at))
+
+    jobs.advance_cursor = run_first  # type: ignore[method-assign,assignment]
+    engine.clock.advance(minutes=9, seconds=59.5)
+    engine.tick()
+    # Then the job completed all the same, and gave its place in the tenant's job count back
+    assert [run.status for run in engine.runs_of("acme", job.job_id)] == [RunStatus.SUCCEEDED]
+    assert jobs.get("acme", job.job_id).status.value == "COMPLETED"
+
+
 def test_six_field_cron_fires_every_two_seconds(engine: Engine) -> None:
     job = engine.create(
         schedule={"type": "cron", "expression": "*/2 * * * * *"}, target=engine.http("/cron")

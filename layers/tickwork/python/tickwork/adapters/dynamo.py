@@ -5,14 +5,23 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from tickwork.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+# DynamoDB cancels one of two transactions that touch the same item at once (a tenant's job count, when
+# many of its one-time jobs complete together): tried again this many times, with jitter.
+TRANSACTION_TRIES = 6
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -74,6 +83,33 @@ def update_if(client: Any, **request: Any) -> bool:
 def is_conditional_failure(error: Exception) -> bool:
     code = getattr(error, "response", {}).get("Error", {}).get("Code")
     return bool(code == "ConditionalCheckFailedException")
+
+
+def transact(
+    client: DynamoDBClient, items: Sequence[Any], *, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """TransactWriteItems, tried again while it only conflicted with another transaction. A condition that
+    failed, or any other error, is raised at once."""
+    for attempt in range(TRANSACTION_TRIES):
+        try:
+            client.transact_write_items(TransactItems=list(items))
+            return
+        except ClientError as error:
+            if attempt == TRANSACTION_TRIES - 1 or not _conflicted(error):
+                raise
+        sleep(random.uniform(0, 0.01 * 2**attempt))  # noqa: S311 - jitter, not security
+
+
+def _conflicted(error: ClientError) -> bool:
+    code = error.response.get("Error", {}).get("Code")
+    if code == "TransactionConflictException":
+        return True
+    codes = cancellation_codes(error)
+    return (
+        code == "TransactionCanceledException"
+        and "TransactionConflict" in codes
+        and ("ConditionalCheckFailed" not in codes)
+    )
 
 
 def cancellation_codes(error: Exception) -> list[str]:

@@ -16,6 +16,7 @@ from tickwork.adapters.dynamo import (
     encode_cursor,
     from_item,
     to_item,
+    transact,
     update_if,
 )
 from tickwork.adapters.expressions import Update
@@ -97,7 +98,7 @@ class DynamoJobStore:
             {"Update": self._count(job.tenant_id, +1, max_jobs=max_jobs)},
         ]
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as error:
             codes = cancellation_codes(error)
             if len(codes) == 3 and codes[1] == "ConditionalCheckFailed":
@@ -160,17 +161,24 @@ class DynamoJobStore:
             self.client, TableName=self.table, Key=self._key(job.tenant_id, job.job_id), **update.expression()
         )
 
-    def complete(self, tenant_id: str, job_id: str) -> bool:
+    def complete(self, tenant_id: str, job_id: str, *, through: datetime | None = None) -> bool:
         """ACTIVE -> COMPLETED once the schedule has no fire left; its quota slot is given back."""
         update = Update().set(status=JobStatus.COMPLETED.value)
-        update.where(f"attribute_not_exists({update.name(tables.DUE_AT)})")
+        update.remove(tables.DUE_AT, tables.DUE_SHARD)
+        cursor = update.name(tables.DUE_AT)
+        if through is None:
+            update.where(f"attribute_not_exists({cursor})")
+        else:
+            # The planner sends a fire before it moves the cursor: the run may end first.
+            last = update.value(to_epoch_ms(through))
+            update.where(f"attribute_not_exists({cursor}) OR {cursor} <= {last}")
         update.where(f"{update.name('status')} = {update.value(JobStatus.ACTIVE.value)}")
         items: list[Any] = [
             {"Update": {"TableName": self.table, "Key": self._key(tenant_id, job_id), **update.expression()}},
             {"Update": self._count(tenant_id, -1)},
         ]
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as error:
             if cancellation_codes(error)[:1] == ["ConditionalCheckFailed"]:
                 return False
@@ -336,7 +344,7 @@ class DynamoJobStore:
 
     def _transact(self, items: list[Any], job: Job, expected_version: int) -> None:
         try:
-            self.client.transact_write_items(TransactItems=items)
+            transact(self.client, items)
         except ClientError as error:
             codes = cancellation_codes(error)
             if codes and codes[0] == "ConditionalCheckFailed":

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from tickwork import tables
-from tickwork.adapters.dynamo import from_item, to_item
+from tickwork.adapters.dynamo import from_item, to_item, transact
 from tickwork.domain.tenants import Principal, RateWindow, Tenant, hash_token
 from tickwork.errors import NotFound, RateLimited
 
@@ -24,8 +24,9 @@ class DynamoTenantStore:
 
     def put(self, tenant: Tenant, *, token: str, token_label: str = "default") -> None:  # noqa: S107
         """Store the tenant and one token for it. Only the token's hash is written."""
-        self.client.transact_write_items(
-            TransactItems=[
+        transact(
+            self.client,
+            [
                 {
                     "Put": {
                         "TableName": self.table,
@@ -51,7 +52,7 @@ class DynamoTenantStore:
                 },
                 # The request counter exists from the start, so a tenant's first request adds no item.
                 {"Put": {"TableName": self.table, "Item": _counter(tenant.tenant_id, tenant.created_at)}},
-            ]
+            ],
         )
 
     def get(self, tenant_id: str) -> Tenant:

@@ -103,9 +103,10 @@ class JobStore(Protocol):
         """Move the planning cursor if the job is unchanged (same version, still ACTIVE); with no fire left,
         take it out of the due index and keep its last fire. False when it changed meanwhile."""
 
-    def complete(self, tenant_id: str, job_id: str) -> bool:
-        """An ACTIVE job whose schedule has run out becomes COMPLETED and frees its quota slot; False when
-        it is not (or no longer) such a job."""
+    def complete(self, tenant_id: str, job_id: str, *, through: datetime | None = None) -> bool:
+        """An ACTIVE job whose schedule has run out becomes COMPLETED, leaves the due index and frees its
+        quota slot; False when it is not (or no longer) such a job. ``through``: the schedule's last fire,
+        which has ended: the job completes even if its cursor has not moved past it yet."""
 
     def due_jobs(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str]]:
         """``(tenant_id, job_id)`` of the shard's jobs with a fire due by ``until``, earliest first."""

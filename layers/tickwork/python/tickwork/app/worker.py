@@ -41,6 +41,7 @@ from tickwork.app.ports import (
 from tickwork.domain.fires import (
     Arrival,
     is_fire_of,
+    is_last_fire,
     is_superseded,
     latest_fire_until,
     next_in_chain,
@@ -750,8 +751,11 @@ class Worker:
 
     # --- afterwards --------------------------------------------------------------------------------------
     def _after_duplicate(self, message: RunMessage, job: Job, run: Run) -> None:
+        """What the first delivery may have left undone when it died after its write: the dead letter, the
+        job's completion, the backfill chain's next step."""
         if run.status is RunStatus.DEAD and run.dead_letter_owed:
             self._send_dead_letter(run, error=_error_of(run.attempts[-1] if run.attempts else None))
+        self._complete_if_last(job, run)
         if message.chain_until is not None:
             self._continue_chain(message, job, run, started=None)
 
@@ -796,10 +800,10 @@ class Worker:
         """The job completes once its schedule's last fire has ended, however it ended."""
         if (
             run.trigger == "schedule"
-            and job.last_fire_at is not None
-            and run.scheduled_for == job.last_fire_at
+            and job.status is JobStatus.ACTIVE
+            and is_last_fire(job, run.scheduled_for)
         ):
-            self.jobs.complete(job.tenant_id, job.job_id)
+            self.jobs.complete(job.tenant_id, job.job_id, through=run.scheduled_for)
 
     def _new_run(self, job: Job, key: RunKey, message: RunMessage, now: datetime) -> Run:
         """A fire's run before its first write: ENQUEUED as the API shows it."""

@@ -177,6 +177,11 @@ def previous_fire(job: Job, fire_at: datetime, *, since: datetime) -> datetime |
     return _last_fire_until(fires_from, since, fire_at - _ONE_MICROSECOND)
 
 
+def is_last_fire(job: Job, fire_at: datetime) -> bool:
+    """``fire_at`` is the schedule's last fire: a one-time job's, or the last before ``end_at``."""
+    return next_fire_time(job.schedule, fire_at, anchor=first_fire_anchor(job)) is None
+
+
 def is_fire_of(job: Job, fire_at: datetime) -> bool:
     """Whether ``fire_at`` is one of the schedule's fires (not one of a schedule since changed)."""
     return next_fire_time(job.schedule, fire_at - _ONE_MICROSECOND, anchor=first_fire_anchor(job)) == fire_at

@@ -221,12 +221,16 @@ class FakeJobStore:
             self.jobs[(job.tenant_id, job.job_id)] = stored.model_copy(update=update)
             return True
 
-    def complete(self, tenant_id: str, job_id: str) -> bool:
+    def complete(self, tenant_id: str, job_id: str, *, through: datetime | None = None) -> bool:
         with self.lock:
             stored = self.jobs.get((tenant_id, job_id))
-            if stored is None or stored.status is not JobStatus.ACTIVE or stored.next_fire_at is not None:
+            if stored is None or stored.status is not JobStatus.ACTIVE:
                 return False
-            self.jobs[(tenant_id, job_id)] = stored.model_copy(update={"status": JobStatus.COMPLETED})
+            if stored.next_fire_at is not None and (through is None or stored.next_fire_at > through):
+                return False
+            self.jobs[(tenant_id, job_id)] = stored.model_copy(
+                update={"status": JobStatus.COMPLETED, "next_fire_at": None}
+            )
             self.counts[tenant_id] -= 1
             return True
 
