@@ -5,6 +5,7 @@ coalescing, paced backfill, completion, cancel, schedule changes, and what the A
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -89,6 +90,38 @@ def test_the_first_fire_after_a_resume_waits_for_the_backfill_of_the_pause() -> 
     calls = seconds_of(world, job)
     assert [s for s in calls if 3 <= s <= 12] == [float(s) for s in range(3, 13)]
     assert calls == sorted(calls)
+
+
+def test_the_first_fire_after_a_backfill_waits_for_its_last_fire_to_end_rather_than_being_skipped() -> None:
+    world = World()
+    job = world.create(  # overlap `skip`, the default
+        name="every-2s",
+        schedule={"type": "rate", "every_seconds": 2},
+        misfire_policy="backfill",
+        misfire_grace_seconds=0,
+    )
+    other = world.worker("w2")
+    last_of_chain = scheduled_run_id(job.job_id, START + timedelta(seconds=10))
+
+    def slow_on_the_chains_last() -> TargetResult:
+        if world.calls[-1].run_id == last_of_chain:
+            # The chain's last fire runs until after fire 12 is due, which reaches another worker meanwhile
+            world.clock.advance(seconds=1)
+            world.deliver(other)
+        return OK
+
+    world.script[job.name] = [slow_on_the_chains_last]
+    world.run_for(3)  # fire 2 runs
+    world.service.pause_job("acme", job.job_id, reason=None, actor="a", now=world.clock())
+    world.run_for(8, step=0.5)  # fires 4..10 fall in the pause
+    world.service.resume_job("acme", job.job_id, world.clock())  # at 11 s: a chain through 4..10
+    world.run_for(8, step=0.05)
+    fire_12 = scheduled_run_id(job.job_id, START + timedelta(seconds=12))
+    (run,) = [r for r in world.runs_of(job) if r.run_id == fire_12]
+    assert run.status is RunStatus.SUCCEEDED
+    calls = seconds_of(world, job)
+    assert calls == sorted(calls) and {4.0, 10.0, 12.0} <= set(calls)
+    assert world.most_in_flight[job.name] == 1
 
 
 @pytest.mark.parametrize(
@@ -397,3 +430,27 @@ def test_a_tick_times_its_sends_so_messages_arrive_just_before_their_fires() -> 
     # Every message is visible before its fire (never late), and at most the lead (plus a batch's sends) early
     assert all(0 <= lead <= 0.1 for lead in leads), sorted(leads)
     assert world.clock() - now < timedelta(seconds=1.1)  # the sweep took at most a second
+
+
+def test_a_moments_batches_go_out_together_not_one_after_another() -> None:
+    world = World(horizon=timedelta(seconds=120))
+    at = START + timedelta(seconds=125)
+    jobs = [
+        world.create(name=f"same-{n}", schedule={"type": "once", "at": at.isoformat()}) for n in range(30)
+    ]
+    world.clock.advance(seconds=40.3)
+    planner = planner_of(world, timer=lambda: world.clock().timestamp(), sleep=world.clock.sleep)
+    # Thirty fires of the same moment are three batches: each send waits until all three are in flight
+    together = threading.Barrier(3, timeout=5)
+    send = world.queue.send
+
+    def in_flight_together(dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
+        together.wait()
+        return send(dispatches, now)
+
+    world.queue.send = in_flight_together  # type: ignore[method-assign]
+    results = planner.plan_many(
+        [world.job(job) for job in jobs], world.clock(), within=world.horizon, align=True
+    )
+    assert sum(len(result.sent) for result in results) == 30
+    assert len(world.queue.pending()) == 30

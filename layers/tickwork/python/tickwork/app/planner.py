@@ -42,7 +42,9 @@ SEND_DRIFT = timedelta(milliseconds=500)
 # the worker waits that out, holding its batch. A tick times each send so that its messages arrive this long
 # before their fires, within one second; a fire due sooner than ALIGN_AFTER goes out at once.
 SEND_LEAD = timedelta(milliseconds=50)
-SEND_TOGETHER = 0.01  # seconds: fires this close in their second share a request
+SEND_TOGETHER = 0.01  # seconds: fires this close in their second go out together
+SEND_PARALLEL = 8  # a moment's batches go out this many at once
+SEND_ROUND = timedelta(milliseconds=20)  # a round of sends, allowed for: the moment starts earlier by it
 ALIGN_AFTER = timedelta(seconds=2)
 REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
@@ -225,11 +227,16 @@ class Planner:
         soon = [d for d in dispatches if d.due_at - begun < ALIGN_AFTER]
         later = [d for d in dispatches if d.due_at - begun >= ALIGN_AFTER]
         unsent = self._send(soon, now, started, dated=True)
-        for at, batch in _by_send_time(later, begun):
-            wait = (at - (now + timedelta(seconds=self.timer() - started))).total_seconds()
-            if wait > 0:
-                self.sleep(wait)
-            unsent |= self._send(batch, now, started, dated=True)
+        with ThreadPoolExecutor(max_workers=SEND_PARALLEL) as pool:
+            for at, batches in _moments(later, begun):
+                # A moment's batches go out together, in rounds, starting early enough to end by its time.
+                rounds = -(-len(batches) // SEND_PARALLEL)
+                start = at - SEND_ROUND * (rounds - 1)
+                wait = (start - (now + timedelta(seconds=self.timer() - started))).total_seconds()
+                if wait > 0:
+                    self.sleep(wait)
+                for failed in pool.map(lambda batch: self._send(batch, now, started, dated=True), batches):
+                    unsent |= failed
         return unsent
 
     def _advance(self, job: Job, plan: FirePlan) -> bool:
@@ -334,21 +341,25 @@ def _decided(job: Job, fire_at: datetime, now: datetime) -> int | None:
     return to_epoch_ms(fire_at) if fire_at <= now and job.misfire_policy == "fire_once" else None
 
 
-def _by_send_time(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[datetime, list[Dispatch]]]:
-    """Batches of up to ten whose fires fall within ``SEND_TOGETHER`` of each other in their second, in the
-    order of the second's sweep from ``begun``, each with when to send it."""
+def _moments(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[datetime, list[list[Dispatch]]]]:
+    """The moments of the second's sweep from ``begun``: fires within ``SEND_TOGETHER`` of each other in their
+    second, in batches of up to ten, each moment with when its messages should go out."""
 
     def offset(dispatch: Dispatch) -> float:
         return _second_fraction(dispatch.due_at - SEND_LEAD - begun)
 
-    batch: list[Dispatch] = []
+    def moment_of(fires: list[Dispatch]) -> tuple[datetime, list[list[Dispatch]]]:
+        batches = [fires[first : first + SEND_BATCH] for first in range(0, len(fires), SEND_BATCH)]
+        return begun + timedelta(seconds=offset(fires[0])), batches
+
+    fires: list[Dispatch] = []
     for dispatch in sorted(dispatches, key=offset):
-        if batch and (len(batch) == SEND_BATCH or offset(dispatch) - offset(batch[0]) > SEND_TOGETHER):
-            yield begun + timedelta(seconds=offset(batch[0])), batch
-            batch = []
-        batch.append(dispatch)
-    if batch:
-        yield begun + timedelta(seconds=offset(batch[0])), batch
+        if fires and offset(dispatch) - offset(fires[0]) > SEND_TOGETHER:
+            yield moment_of(fires)
+            fires = []
+        fires.append(dispatch)
+    if fires:
+        yield moment_of(fires)
 
 
 def _second_fraction(span: timedelta) -> float:

@@ -301,9 +301,15 @@ class Worker:
     def _waits_for_earlier(
         self, job: Job, key: RunKey, message: RunMessage, lane: Lane, records: dict[str, Run]
     ) -> bool:
-        """The fire before this one (see :meth:`_owed_before`) has not reached a worker yet."""
+        """The fire before this one (see :meth:`_owed_before`) has not reached a worker yet, or, when it ends
+        a backfill chain, has not ended: the fires after a chain wait for it rather than overlap it."""
         before = self._owed_before(job, key, message, lane)
-        return before is not None and before not in records and before not in lane.holders
+        if before is None:
+            return False
+        if lane.chain_until is not None and before == scheduled_run_id(job.job_id, lane.chain_until):
+            ended = records.get(before)
+            return ended is None or ended.status not in TERMINAL
+        return before not in records and before not in lane.holders
 
     # --- deciding ---------------------------------------------------------------------------------------
     def _decide(
