@@ -7,11 +7,13 @@ import cProfile
 import os
 import platform
 import pstats
+import re
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -121,3 +123,32 @@ def top_functions(profile: cProfile.Profile, count: int, *, divide_by: int = 1) 
 def profile_total(profile: cProfile.Profile) -> float:
     stats = pstats.Stats(profile)
     return float(stats.total_tt)  # type: ignore[attr-defined]
+
+
+# --- generated blocks of a document -----------------------------------------------------------------------
+def block_markers(prefix: str, name: str) -> tuple[str, str]:
+    return f"<!-- {prefix}:{name}:start -->", f"<!-- {prefix}:{name}:end -->"
+
+
+def read_blocks(text: str, prefix: str, names: Iterable[str]) -> dict[str, str]:
+    """The generated blocks found in ``text``, by name."""
+    found = {}
+    for name in names:
+        start, end = block_markers(prefix, name)
+        match = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+        if match:
+            found[name] = match.group(1)
+    return found
+
+
+def write_blocks(path: Path, prefix: str, blocks: Mapping[str, str]) -> None:
+    """Replace each generated block of the document at ``path``; its markers must be there already."""
+    text = path.read_text()
+    for name, body in blocks.items():
+        start, end = block_markers(prefix, name)
+        if start not in text:
+            raise SystemExit(f"{path} has no {start} marker")
+        head, rest = text.split(start, 1)
+        tail = rest.split(end, 1)[1]
+        text = f"{head}{start}\n{body}\n{end}{tail}"
+    path.write_text(text)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -30,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._common import ROOT
+from bench._common import ROOT, read_blocks, write_blocks
 from bench._cost_before import BEFORE, BEFORE_TRACED, BEFORE_WAIT_S, QUOTED
 from infra.config import StageConfig
 
@@ -879,30 +878,12 @@ def blocks(figures: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _marker(name: str) -> tuple[str, str]:
-    return f"<!-- cost:{name}:start -->", f"<!-- cost:{name}:end -->"
-
-
 def write_doc(figures: dict[str, Any], path: Path = DOC) -> None:
-    text = path.read_text()
-    for name, body in blocks(figures).items():
-        start, end = _marker(name)
-        if start not in text:
-            raise SystemExit(f"{path} has no {start} marker")
-        head, rest = text.split(start, 1)
-        tail = rest.split(end, 1)[1]
-        text = f"{head}{start}\n{body}\n{end}{tail}"
-    path.write_text(text)
+    write_blocks(path, "cost", blocks(figures))
 
 
 def doc_blocks(text: str) -> dict[str, str]:
-    found = {}
-    for name in BLOCKS:
-        start, end = _marker(name)
-        match = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
-        if match:
-            found[name] = match.group(1)
-    return found
+    return read_blocks(text, "cost", BLOCKS)
 
 
 def save(figures: dict[str, Any]) -> None:

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import heapq
 import math
-import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tickwork.app.planner import SEND_BATCH, SEND_CHUNK, SEND_DRIFT
 
-from bench._common import ROOT, percentile, table
+from bench._common import ROOT, percentile, read_blocks, table, write_blocks
 from infra.config import WORKER_FUNCTIONS_MAX, planner_groups_max
 
 SECONDS_PER_MONTH = 30 * 86_400
@@ -819,30 +818,12 @@ def blocks(p: Params | None = None) -> dict[str, str]:
     }
 
 
-def _marker(name: str) -> tuple[str, str]:
-    return f"<!-- simulate:{name}:start -->", f"<!-- simulate:{name}:end -->"
-
-
 def doc_blocks(text: str) -> dict[str, str]:
-    found = {}
-    for name in BLOCKS:
-        start, end = _marker(name)
-        match = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
-        if match:
-            found[name] = match.group(1)
-    return found
+    return read_blocks(text, "simulate", BLOCKS)
 
 
 def write_capacity(path: Path = CAPACITY_DOC) -> None:
-    text = path.read_text()
-    for name, body in blocks().items():
-        start, end = _marker(name)
-        if start not in text:
-            raise SystemExit(f"{path} has no {start} marker")
-        before, rest = text.split(start, 1)
-        after = rest.split(end, 1)[1]
-        text = f"{before}{start}\n{body}\n{end}{after}"
-    path.write_text(text)
+    write_blocks(path, "simulate", blocks())
 
 
 def section() -> str:
