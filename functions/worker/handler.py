@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 from tickwork.app.worker import Worker
+from tickwork.batches import JobOrderedBatchProcessor
 from tickwork.domain.models import RunMessage
 from tickwork.observability import logger, metrics, tracer
 from tickwork.runtime import Runtime, runtime
@@ -39,8 +40,9 @@ def handle_record(record: SQSRecord, current: Runtime | None = None, worker: Wor
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     current = runtime()
     worker = current.worker()
-    # Per invocation: the processor keeps the batch it is processing.
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    # Per invocation: the processor keeps the batch it is processing. Different jobs' records are handled
+    # side by side, so the invocation is billed for the longest job's round trips rather than all of them.
+    processor = JobOrderedBatchProcessor(parallelism=current.settings.worker_parallelism)
     return process_partial_response(
         event=event,
         record_handler=lambda record: handle_record(record, current, worker),

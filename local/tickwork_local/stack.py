@@ -336,7 +336,8 @@ class LocalStack:
             stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
 
     def worker_loop(self, index: int) -> None:
-        from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+        from aws_lambda_powertools.utilities.batch import process_partial_response
+        from tickwork.batches import JobOrderedBatchProcessor
         from tickwork.runtime import runtime
 
         from functions.worker.handler import handle_record
@@ -344,7 +345,7 @@ class LocalStack:
         stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
         worker = current.worker(worker_id=f"local-worker-{self.worker_starts}-{index}")
-        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        processor = JobOrderedBatchProcessor(parallelism=current.settings.worker_parallelism)
         queue_url = current.queue_url
 
         def handle(record: Any) -> str:

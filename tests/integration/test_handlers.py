@@ -187,3 +187,42 @@ def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, re
     after = stack.status_line()
     assert "started 1, succeeded 1, failed 0" in after
     assert "lag p50 None" not in after
+
+
+def test_a_batchs_jobs_call_their_targets_side_by_side(deployed: Any, receiver: Receiver) -> None:
+    """A batch of ten jobs' fires is billed for the slowest target call, not for the ten in a row."""
+    from functions.planner.handler import lambda_handler as planner
+    from functions.worker.handler import lambda_handler as worker
+
+    # Given ten jobs due now whose target answers after 0.3 s, their fires planned and in the queue
+    current = runtime()
+    receiver.delays["/slow"] = 0.3
+    jobs = [job_due_now(f"slow-{index}", receiver.url("/slow")) for index in range(10)]
+    for job in jobs:
+        current.jobs.create(job, max_jobs=100)
+    assert (
+        planner(load_event("planner_tick.json"), LambdaContext(function_name="tickwork-planner"))[
+            "planned_runs"
+        ]
+        == 10
+    )
+    messages: list[dict[str, Any]] = []
+    while len(messages) < 10:
+        messages += deployed.receive_message(QueueUrl=current.queue_url, MaxNumberOfMessages=10)["Messages"]
+    template = load_event("sqs_run_message.json")["Records"][0]
+    event = {
+        "Records": [
+            {**template, "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"]}
+            for m in messages
+        ]
+    }
+    # When the worker handles them as one batch
+    response = worker(event, LambdaContext(function_name="tickwork-worker"))
+    # Then every run succeeded, and the target had all ten calls in progress at once
+    assert response == {"batchItemFailures": []}
+    for job in jobs:
+        assert job.next_fire_at is not None
+        run = current.runs.get("acme", scheduled_run_id(job.job_id, job.next_fire_at))
+        assert run.status is RunStatus.SUCCEEDED
+    assert len(receiver.for_path("/slow")) == 10
+    assert receiver.most_at_once["/slow"] == 10

@@ -31,6 +31,8 @@ class Settings(BaseModel):
     idempotency_ttl_seconds: int = Field(86_400, ge=60)
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
+    # Records of a worker's batch handled at once, one thread per job (tickwork.batches).
+    worker_parallelism: int = Field(10, ge=1, le=100)
     allow_private_targets: bool = False
     # A webhook may not take longer than the worker function may run (the stack sets it from the timeout).
     max_target_timeout_seconds: int = Field(900, ge=1, le=900)

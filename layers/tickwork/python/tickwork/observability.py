@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -42,10 +43,15 @@ metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
 class PowertoolsMetricSink:
-    """EMF metrics through Powertools; flushed by ``@metrics.log_metrics`` on each invocation."""
+    """EMF metrics through Powertools; flushed by ``@metrics.log_metrics`` on each invocation. A worker
+    handles a batch's jobs on several threads, and Powertools' metric set is not guarded: this sink is."""
+
+    _lock = threading.Lock()
 
     def count(self, name: str, value: float = 1) -> None:
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        with self._lock:
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
     def milliseconds(self, name: str, value: float) -> None:
-        metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+        with self._lock:
+            metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)

@@ -47,7 +47,13 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-_CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 4}, connect_timeout=2, read_timeout=5)
+# Connections enough for the planner's parallel sends and the worker's batch threads (tickwork.batches).
+_CLIENT_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 4},
+    connect_timeout=2,
+    read_timeout=5,
+    max_pool_connections=32,
+)
 # A worker reads a tenant (its signing secret) at most this often: a warm worker reads none per run.
 TENANT_CACHE_SECONDS = 60
 
