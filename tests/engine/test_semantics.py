@@ -454,3 +454,28 @@ def test_a_moments_batches_go_out_together_not_one_after_another() -> None:
     )
     assert sum(len(result.sent) for result in results) == 30
     assert len(world.queue.pending()) == 30
+
+
+def test_a_large_moment_is_spread_over_its_seconds_so_no_message_arrives_long_before_its_fire() -> None:
+    world = World(horizon=timedelta(seconds=120))
+    first = START + timedelta(seconds=125)
+    # A hundred 1-second jobs whose fires all fall on whole seconds: about 3,600 messages of one moment
+    rate = {"type": "rate", "every_seconds": 1, "start_at": first.isoformat()}
+    jobs = [world.create(name=f"every-second-{n}", schedule=rate) for n in range(100)]
+    world.clock.advance(seconds=40.3)
+    planner = planner_of(world, timer=lambda: world.clock().timestamp(), sleep=world.clock.sleep)
+    now = world.clock()
+    results = planner.plan_many([world.job(job) for job in jobs], now, within=world.horizon, align=True)
+    sent = sum(len(result.sent) for result in results)
+    assert sent >= 3000
+    leads = []
+    for queued in world.queue.pending():
+        key = parse_run_id(queued.message.run_id)
+        assert key is not None and key.fire_ms is not None
+        leads.append((from_epoch_ms(key.fire_ms) - queued.visible_at).total_seconds())
+    assert len(leads) == sent
+    # Never late, and early by the lead plus at most two rounds: sent together at one instant, the moment's
+    # 23 rounds would have started 0.44 s early
+    assert all(0 <= lead <= 0.091 for lead in leads), (min(leads), max(leads))
+    # Spread over a few of the moment's seconds, within the sweep's limit
+    assert timedelta(seconds=3) < world.clock() - now < timedelta(seconds=31)

@@ -9,6 +9,7 @@ again rather than loses (a run's conditional writes absorb the duplicates).
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,8 +44,14 @@ SEND_DRIFT = timedelta(milliseconds=500)
 # before their fires, within one second; a fire due sooner than ALIGN_AFTER goes out at once.
 SEND_LEAD = timedelta(milliseconds=50)
 SEND_TOGETHER = 0.01  # seconds: fires this close in their second go out together
-SEND_PARALLEL = 8  # a moment's batches go out this many at once
+SEND_PARALLEL = 16  # a moment's batches go out this many at once
 SEND_ROUND = timedelta(milliseconds=20)  # a round of sends, allowed for: the moment starts earlier by it
+# A moment comes round every second, and a message can go out at any of them (its delay one second less
+# each time). A large moment is spread over several of its seconds, so that each starts only a few rounds
+# early: every round earlier is 20 ms more that each of its messages' workers waits, while each second more
+# keeps only the planner running. Its soonest fires go first; at most SEND_SWEEP seconds.
+SEND_ROUNDS_MIN = 3
+SEND_SWEEP = 30
 ALIGN_AFTER = timedelta(seconds=2)
 REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
@@ -221,22 +228,33 @@ class Planner:
         return unsent
 
     def _send_aligned(self, dispatches: list[Dispatch], now: datetime, started: float) -> set[str]:
-        """Send in one sweep of a second: each batch when its fires' fraction of a second, less the lead,
-        comes round, so that its messages arrive just before their fires. Fires due soon go first, at once."""
+        """Send each batch when its fires' fraction of a second, less the lead, comes round, so that its
+        messages arrive just before their fires: a sweep of a second, or of a few for large moments (see
+        ``SEND_SWEEP``). Fires due soon go first, at once."""
         begun = now + timedelta(seconds=self.timer() - started)
         soon = [d for d in dispatches if d.due_at - begun < ALIGN_AFTER]
         later = [d for d in dispatches if d.due_at - begun >= ALIGN_AFTER]
         unsent = self._send(soon, now, started, dated=True)
+        pending: list[tuple[datetime, int, list[list[Dispatch]], int]] = []
+        for order, (at, batches) in enumerate(_moments(later, begun)):
+            rounds = -(-len(batches) // SEND_PARALLEL)
+            heapq.heappush(pending, (at, order, batches, max(SEND_ROUNDS_MIN, -(-rounds // SEND_SWEEP))))
         with ThreadPoolExecutor(max_workers=SEND_PARALLEL) as pool:
-            for at, batches in _moments(later, begun):
-                # A moment's batches go out together, in rounds, starting early enough to end by its time.
-                rounds = -(-len(batches) // SEND_PARALLEL)
-                start = at - SEND_ROUND * (rounds - 1)
+            while pending:
+                at, order, batches, rounds_each = heapq.heappop(pending)
+                going, rest = batches[: rounds_each * SEND_PARALLEL], batches[rounds_each * SEND_PARALLEL :]
+                again = at + timedelta(seconds=1)
+                while rest and rest[0][0].due_at - again < ALIGN_AFTER:  # too close to wait another second
+                    going.append(rest.pop(0))
+                # The batches go out together, in rounds, starting early enough to end by the moment.
+                start = at - SEND_ROUND * (-(-len(going) // SEND_PARALLEL) - 1)
                 wait = (start - (now + timedelta(seconds=self.timer() - started))).total_seconds()
                 if wait > 0:
                     self.sleep(wait)
-                for failed in pool.map(lambda batch: self._send(batch, now, started, dated=True), batches):
+                for failed in pool.map(lambda batch: self._send(batch, now, started, dated=True), going):
                     unsent |= failed
+                if rest:
+                    heapq.heappush(pending, (again, order, rest, rounds_each))
         return unsent
 
     def _advance(self, job: Job, plan: FirePlan) -> bool:
@@ -349,7 +367,8 @@ def _moments(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[date
         return _second_fraction(dispatch.due_at - SEND_LEAD - begun)
 
     def moment_of(fires: list[Dispatch]) -> tuple[datetime, list[list[Dispatch]]]:
-        batches = [fires[first : first + SEND_BATCH] for first in range(0, len(fires), SEND_BATCH)]
+        by_due = sorted(fires, key=lambda dispatch: dispatch.due_at)  # the soonest fires in the first batches
+        batches = [by_due[first : first + SEND_BATCH] for first in range(0, len(by_due), SEND_BATCH)]
         return begun + timedelta(seconds=offset(fires[0])), batches
 
     fires: list[Dispatch] = []
