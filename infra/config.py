@@ -128,6 +128,12 @@ class StageConfig(BaseModel):
         description="active X-Ray tracing of the planner and the worker (the API is always traced); off, they"
         " trace only what arrives sampled: a traced run costs more than the run itself (docs/cost.md)",
     )
+    run_path_platform_logs: bool = Field(
+        False,
+        description="Lambda's own START and REPORT lines for the planner and the worker (system log level"
+        " INFO); off, WARN: they are half a run's log bytes. Duration and errors are CloudWatch metrics either"
+        " way; turn on to see each invocation's memory used",
+    )
     worker_timeout_seconds: int = Field(120, ge=30, le=900)
     max_receive_count: int = Field(5, ge=1, le=1000)
     lease_margin_seconds: int = Field(30, ge=1, le=900)

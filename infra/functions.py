@@ -44,6 +44,7 @@ class TickworkFunction(Construct):
         log_key: kms.IKey,
         reserved_concurrency: int | None = None,
         tracing: lambda_.Tracing = lambda_.Tracing.ACTIVE,
+        system_log_level: lambda_.SystemLogLevel = lambda_.SystemLogLevel.INFO,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -75,6 +76,7 @@ class TickworkFunction(Construct):
             role=self.role,
             log_group=self.log_group,
             logging_format=lambda_.LoggingFormat.JSON,
+            system_log_level_v2=system_log_level,
             tracing=tracing,
             reserved_concurrent_executions=reserved_concurrency,
             environment={

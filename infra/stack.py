@@ -89,6 +89,9 @@ class TickworkStack(Stack):
                 tracing=lambda_.Tracing.ACTIVE
                 if config.trace_run_path or not run_path
                 else lambda_.Tracing.PASS_THROUGH,
+                system_log_level=lambda_.SystemLogLevel.INFO
+                if config.run_path_platform_logs or not run_path
+                else lambda_.SystemLogLevel.WARN,
             )
 
         self.api_function = function(

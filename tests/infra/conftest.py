@@ -34,6 +34,7 @@ FULL_CONTEXT: dict[str, Any] = {
     "tickwork:worker_batch_size": 5,
     "tickwork:max_receive_count": 7,
     "tickwork:trace_run_path": True,
+    "tickwork:run_path_platform_logs": True,
     "tickwork:log_retention_days": 90,
     "tickwork:alarm_email": "oncall@example.com",
     "tickwork:allowed_target_arns": json.dumps(

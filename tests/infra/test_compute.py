@@ -30,6 +30,9 @@ def test_functions_are_arm64_python313_traced_with_json_logs_kept_for_the_retent
     traced = not run_path or synthesized.stack.config.trace_run_path
     assert function["TracingConfig"] == {"Mode": "Active" if traced else "PassThrough"}
     assert function["LoggingConfig"]["LogFormat"] == "JSON"
+    # Lambda's START and REPORT lines: kept for the API; for the run path only when the stage asks for them
+    platform = not run_path or synthesized.stack.config.run_path_platform_logs
+    assert function["LoggingConfig"]["SystemLogLevel"] == ("INFO" if platform else "WARN")
     assert function["LoggingConfig"]["LogGroup"] == {"Ref": synthesized.logical_id(built.log_group)}
     assert function["Handler"] == "handler.lambda_handler"
     assert len(function["Layers"]) == 2
