@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -164,6 +164,9 @@ class Meter:
     def __init__(self, peek: Any):
         self.peek = peek
         self.tally = Tally()
+        self.per_thread: dict[int, Counter[str]] = defaultdict(Counter)
+        """Requests per service made on each thread: a worker handles a batch's jobs side by side, and what
+        is billed is the longest thread's round trips, not all of them."""
         self._lock = threading.Lock()
         self._pending = threading.local()
 
@@ -187,6 +190,7 @@ class Meter:
         name = f"{service}.{operation}"
         with self._lock:
             self.tally.requests[name] += 1
+            self.per_thread[threading.get_ident()][service] += 1
         if service != "dynamodb":
             return
         failed = "Error" in parsed

@@ -114,12 +114,17 @@ class Invocations:
     slept_s: float = 0.0
     log_bytes: int = 0
     log_lines: int = 0
+    serial: Counter[str] | None = None
+    """Requests per service one after another: per invocation, the invoking thread's and those of the
+    busiest of the threads it handled the batch's jobs on (None: every request, as the planner's are
+    counted). ``slept_s`` is then that chain's sleep too."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "count": self.count,
             "own_cpu_s": round(self.own_cpu_s, 6),
             "slept_s": round(self.slept_s, 3),
+            **({"serial_requests": dict(sorted(self.serial.items()))} if self.serial is not None else {}),
             "log_bytes": self.log_bytes,
             "log_lines": self.log_lines,
             **tally_dict(self.tally),
@@ -336,7 +341,9 @@ class Workload:
     esm: Any
     peek: Any
     job_ids: list[str] = field(default_factory=list)
-    worker: Invocations = field(default_factory=Invocations)
+    worker: Invocations = field(default_factory=lambda: Invocations(serial=Counter()))
+    thread_cpu_s: float = 0.0
+    """Own CPU of the worker's batch threads (other than the invoking one), added up across them."""
     planner: Invocations = field(default_factory=Invocations)
     planner_idle: Invocations = field(default_factory=Invocations)
     """The metered ticks that planned nothing (also in ``planner``): what a tick costs whatever the load."""
@@ -505,14 +512,17 @@ class Workload:
         for messages in batches:
             self.clock.now = now  # the second's batches are concurrent invocations
             before = self.meter.tally.snapshot()
+            threads_before = {ident: Counter(counts) for ident, counts in self.meter.per_thread.items()}
             sleeps = len(self.clock.sleeps)
+            self.thread_cpu_s = 0.0
             started = self.aws.own_thread_time()
             with captured_output() as output:
                 response = handler(
                     sqs_event(messages, QUEUE_ARN),
                     _Context("worker", DEPLOYED.worker_memory_mb, DEPLOYED.worker_timeout_seconds),
                 )
-            own = self.aws.own_thread_time() - started
+            own = self.aws.own_thread_time() - started + self.thread_cpu_s
+            chain, chain_slept = self._serial_chain(threads_before, sleeps)
             failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
             done = [m for m in messages if m["MessageId"] not in failed]
             if done:
@@ -527,7 +537,9 @@ class Workload:
             size, lines = _lines(output.getvalue())
             self.worker.count += 1
             self.worker.own_cpu_s += own
-            self.worker.slept_s += sum(self.clock.sleeps[sleeps:])
+            self.worker.slept_s += chain_slept
+            assert self.worker.serial is not None
+            self.worker.serial.update(chain)
             self.worker.log_bytes += size
             self.worker.log_lines += lines
             add_tally(self.worker.tally, self.meter.tally.minus(before))
@@ -537,6 +549,32 @@ class Workload:
             self.per_second[int(now.timestamp())] += len(batches)
             self.moments += 1
         self.clock.now = now
+
+    def _serial_chain(
+        self, threads_before: dict[int, Counter[str]], sleeps: int
+    ) -> tuple[Counter[str], float]:
+        """What an invocation waited for one after another: the invoking thread's requests and sleeps, and
+        those of its busiest batch thread (by the cost model's latencies). Batch threads run side by side."""
+        from bench.cost import Model
+
+        model = Model()
+        main = threading.get_ident()
+        chains: dict[int, tuple[Counter[str], float]] = {}
+        for ident, counts in self.meter.per_thread.items():
+            made = counts - threads_before.get(ident, Counter())
+            if made:
+                chains[ident] = (made, 0.0)
+        for ident, seconds in zip(self.clock.sleepers[sleeps:], self.clock.sleeps[sleeps:], strict=True):
+            made, slept = chains.get(ident, (Counter(), 0.0))
+            chains[ident] = (made, slept + seconds)
+
+        def waited(chain: tuple[Counter[str], float]) -> float:
+            made, slept = chain
+            return made["dynamodb"] * model.dynamodb_latency_s + made["sqs"] * model.sqs_latency_s + slept
+
+        own, own_slept = chains.pop(main, (Counter(), 0.0))
+        busiest = max(chains.values(), key=waited, default=(Counter(), 0.0))
+        return own + busiest[0], own_slept + busiest[1]
 
     def check(self) -> None:
         """The window did what it says: one planning cycle whose ticks planned the cycle's runs, the metered
@@ -605,6 +643,30 @@ class Workload:
         }
 
 
+@contextmanager
+def _batch_threads_timed(workload: Workload) -> Iterator[None]:
+    """Adds the own CPU of each record the worker handles on a thread other than the invoking one (which
+    the invocation's own clock already counts) to ``workload.thread_cpu_s``."""
+    from tickwork.batches import JobOrderedBatchProcessor
+
+    original = JobOrderedBatchProcessor._process_record
+    main = threading.get_ident()
+    lock = threading.Lock()
+
+    def timed(self: Any, record: dict[str, Any]) -> Any:
+        if threading.get_ident() == main:
+            return original(self, record)
+        started = workload.aws.own_thread_time()
+        try:
+            return original(self, record)
+        finally:
+            with lock:
+                workload.thread_cpu_s += workload.aws.own_thread_time() - started
+
+    with mock.patch.object(JobOrderedBatchProcessor, "_process_record", timed):
+        yield
+
+
 def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run one shape; the figures of its window."""
     import boto3
@@ -616,7 +678,21 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
     started = time.perf_counter()
     receivers = start_receiver()
     receiver = next(receivers)
-    clock = FakeClock(CREATED)
+
+    class ThreadedClock(FakeClock):
+        """The fake clock, noting which thread slept: a batch's threads wait side by side."""
+
+        def __init__(self, now: datetime):
+            super().__init__(now)
+            self.sleepers: list[int] = []
+
+        def sleep(self, seconds: float) -> None:
+            with self._lock:
+                self.sleeps.append(seconds)
+                self.sleepers.append(threading.get_ident())
+                self.now += timedelta(seconds=seconds)
+
+    clock = ThreadedClock(CREATED)
     try:
         with moto_at_scale(), moto_runtime() as runtime, sqs_follows(clock):
             runtime.metrics = PowertoolsMetricSink()
@@ -644,7 +720,8 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
             for client in (runtime.dynamodb, runtime.sqs):
                 workload.meter.attach(client)
                 workload.aws.wrap(client)
-            workload.run()
+            with _batch_threads_timed(workload):
+                workload.run()
             workload.check()
             metrics.clear_metrics()
             return workload.result(time.perf_counter() - started)

@@ -94,6 +94,9 @@ class Model:
     """Active X-Ray tracing of the planner and the worker (``StageConfig.trace_run_path``). Off, they use
     PassThrough: invoked by EventBridge and SQS, with no sampled trace header coming in, they record no
     traces. The API and the authorizer are always traced."""
+    run_path_platform_logs: bool = DEPLOYED.run_path_platform_logs
+    """Lambda's START and REPORT lines for the planner and the worker (``StageConfig``); off, their system
+    log level is WARN and a successful invocation writes none."""
     target_ms: float = 0.0
     """The webhook target's own response time, per run (excluded: priced separately per 10 ms)."""
 
@@ -124,17 +127,26 @@ def duration_s(function: dict[str, Any], memory_mb: int, model: Model) -> float:
     dynamodb, sqs = requests_of(function, "dynamodb"), requests_of(function, "sqs")
     cpu = float(function["own_cpu_s"]) + (dynamodb + sqs) * model.botocore_ms / 1000
     stretch = max(1.0, model.vcpu_mb / memory_mb)
-    waits = dynamodb * model.dynamodb_latency_s + sqs * model.sqs_latency_s
+    # The worker's batch threads wait side by side: only the longest chain of round trips is billed.
+    serial = function.get("serial_requests", {"dynamodb": dynamodb, "sqs": sqs})
+    waits = serial.get("dynamodb", 0) * model.dynamodb_latency_s + serial.get("sqs", 0) * model.sqs_latency_s
     return float(cpu * stretch + waits + function.get("slept_s", 0.0) + function["count"] * 0.0005)
 
 
 def function_dollars(
-    function: dict[str, Any], *, memory_mb: int, traces: float, model: Model, mapping_requests: float = 0
+    function: dict[str, Any],
+    *,
+    memory_mb: int,
+    traces: float,
+    model: Model,
+    mapping_requests: float = 0,
+    run_path: bool = False,
 ) -> dict[str, float]:
     """Dollars, by part, of one function's invocations (summed over them). ``mapping_requests``: the event
     source mapping's SQS requests for these invocations."""
     gb_seconds = duration_s(function, memory_mb, model) * memory_mb / 1024
-    log_bytes = function.get("log_bytes", 0) + function["count"] * model.platform_log_bytes
+    platform = model.platform_log_bytes if model.run_path_platform_logs or not run_path else 0
+    log_bytes = function.get("log_bytes", 0) + function["count"] * platform
     return {
         "DynamoDB writes": (total(function, "wru") + total(function, "index_wru")) * WRU_PRICE,
         "DynamoDB reads": total(function, "rru") * RRU_PRICE,
@@ -233,13 +245,15 @@ def shape_dollars(
     runs = shape["runs"]
     worker = dict(shape["worker"])
     if model.target_ms:
-        worker["slept_s"] = worker["slept_s"] + runs * model.target_ms / 1000
+        # A batch's jobs call their targets side by side: an invocation waits for about one call.
+        worker["slept_s"] = worker["slept_s"] + worker["count"] * model.target_ms / 1000
     parts = function_dollars(
         worker,
         memory_mb=model.worker_memory_mb,
         traces=worker_traces(shape, model),
         model=model,
         mapping_requests=sum(shape["esm"].values()),
+        run_path=True,
     )
     per_run = {part: value / runs for part, value in parts.items()}
     planner = planner_dollars(shape, model, tick_included=tick_included)
@@ -257,6 +271,7 @@ def planner_dollars(shape: dict[str, Any], model: Model, *, tick_included: bool 
         memory_mb=model.planner_memory_mb,
         traces=tick_traces(planner["count"], model),
         model=model,
+        run_path=True,
     )
     return {part: value / planned_runs(shape) for part, value in parts.items()}
 
@@ -264,7 +279,11 @@ def planner_dollars(shape: dict[str, Any], model: Model, *, tick_included: bool 
 def tick_dollars(tick: dict[str, Any], model: Model) -> dict[str, float]:
     """One base tick (a measured idle tick, ``count`` 1), by part."""
     return function_dollars(
-        tick, memory_mb=model.planner_memory_mb, traces=tick_traces(tick["count"], model), model=model
+        tick,
+        memory_mb=model.planner_memory_mb,
+        traces=tick_traces(tick["count"], model),
+        model=model,
+        run_path=True,
     )
 
 
@@ -433,7 +452,9 @@ def before_dollars(figures: dict[str, Any], period: int) -> dict[str, float] | N
         return None
     like = figures["shapes"][f"{period}s lone"]
     shape = before_shape(BEFORE[str(period)], like)
-    model = Model(botocore_ms=model_of(figures).botocore_ms, trace_run_path=BEFORE_TRACED)
+    model = Model(
+        botocore_ms=model_of(figures).botocore_ms, trace_run_path=BEFORE_TRACED, run_path_platform_logs=True
+    )
     return shape_dollars(shape, figures["create"], model, tick_included=True)
 
 
@@ -547,7 +568,8 @@ def fixed_block(figures: dict[str, Any]) -> str:
     parts = tick_dollars(tick, model)
     dynamodb = requests_of(tick, "dynamodb")
     billed_ms = duration_s(tick, model.planner_memory_mb, model) * 1000
-    log_bytes = tick["log_bytes"] + model.platform_log_bytes
+    platform = model.platform_log_bytes if model.run_path_platform_logs else 0
+    log_bytes = tick["log_bytes"] + platform
     how = {
         "DynamoDB writes": "none",
         "DynamoDB reads": f"{_num(total(tick, 'rru'))} RRU ("
@@ -560,7 +582,7 @@ def fixed_block(figures: dict[str, Any]) -> str:
         f" {model.dynamodb_latency_s * 1000:.0f} ms) x {model.planner_memory_mb / 1024:g} GB x"
         f" ${GB_SECOND_PRICE:.10f}",
         "CloudWatch Logs": f"{log_bytes:.0f} B ({tick['log_bytes']:.0f} B written,"
-        f" {model.platform_log_bytes} B platform) x ${LOGS_PRICE_PER_GB:.2f} per GB",
+        f" {platform} B platform) x ${LOGS_PRICE_PER_GB:.2f} per GB",
         "X-Ray traces": "1 trace x $5.00 per million" if model.trace_run_path else "none (PassThrough)",
     }
     rows = [
@@ -805,15 +827,26 @@ def model_block(figures: dict[str, Any]) -> str:
             f"x{m.vcpu_mb / m.worker_memory_mb:.2f}, planner {m.planner_memory_mb} MB "
             f"x{m.vcpu_mb / m.planner_memory_mb:.2f}, this machine's core taken as a Graviton vCPU); plus "
             f"{m.dynamodb_latency_s * 1000:.0f} ms per DynamoDB request and {m.sqs_latency_s * 1000:.0f} ms "
-            "per SQS request the function makes, one after another; plus the worker's wait before a fire "
+            "per SQS request the function makes one after another (the planner: all of its requests; the "
+            "worker, which handles a batch's jobs side by side: the invoking thread's and the busiest batch "
+            "thread's, as measured); plus the worker's wait before a fire (the longest of its threads') "
             "and the planner's sleep between its timed sends (both measured on the fake clock); plus "
-            "0.5 ms of billing round-up. "
+            "0.5 ms of billing round-up. The GIL runs one thread at a time, so the CPU of every thread "
+            "counts. "
             f"${GB_SECOND_PRICE:.10f} per GB-s (arm64).",
             "- The webhook target's own response time is left out: each 10 ms of it adds "
-            f"${per_10ms * 1e6:.3f} per million runs (a batch's messages are handled one after another), "
+            f"${per_10ms * 1e6:.3f} per million invocations (a batch's jobs call their targets side by "
+            "side; a batch of ten runs of one job would wait for ten calls), "
             f"and each 100 ms of wait per invocation ${per_100ms_wait * 1e6:.3f} per million invocations.",
             f"- CloudWatch Logs: the bytes the handlers wrote (measured) plus {m.platform_log_bytes} B of "
-            f"Lambda platform lines per invocation, ${LOGS_PRICE_PER_GB:.2f} per GB (10^9 B) ingested.",
+            "Lambda platform lines (START and REPORT) per invocation of the API and the authorizer"
+            + (
+                ", the planner and the worker"
+                if m.run_path_platform_logs
+                else "; none for the planner and the worker, whose system log level is WARN"
+                " (`run_path_platform_logs` off, as deployed)"
+            )
+            + f", ${LOGS_PRICE_PER_GB:.2f} per GB (10^9 B) ingested.",
             (
                 f"- X-Ray, ${XRAY_TRACE_PRICE * 1e6:.2f} per million traces: `trace_run_path` is "
                 f"{'on' if m.trace_run_path else 'off'} (`StageConfig`, deployed default off), so "

@@ -11,7 +11,7 @@ from bench import cost
 from bench.cost import Model
 
 # No botocore CPU, so the duration is the hand-computed one below; the planner and the worker traced.
-MODEL = Model(botocore_ms=0.0, trace_run_path=True)
+MODEL = Model(botocore_ms=0.0, trace_run_path=True, run_path_platform_logs=True)
 # As deployed: StageConfig's trace_run_path (off).
 DEPLOYED = Model(botocore_ms=0.0)
 
@@ -80,6 +80,32 @@ def test_the_workers_parts_per_run_are_the_published_prices_of_its_requests() ->
     assert per_million["X-Ray traces"] == pytest.approx(0.5)
 
 
+def test_a_batch_handled_on_threads_is_billed_for_its_longest_chain_of_requests() -> None:
+    threaded = shape()
+    # Of the 40 DynamoDB requests, 5 were one after another on the busiest thread (the invoking one's and
+    # the longest batch thread's), as the workload measures them
+    threaded["worker"]["serial_requests"] = {"dynamodb": 5}
+    parts = cost.shape_dollars(threaded, CREATE, MODEL)
+    # 20 ms x 1769/512 = 69.102 ms; 5 x 5 ms = 25 ms; 500 ms waited; 0.5 ms: 0.594602 s x 0.5 GB x
+    # $0.0000133334 = $3.96403e-6, over 10 runs
+    assert parts["Lambda duration"] * 1e6 == pytest.approx(0.396403, rel=1e-5)
+    # The CPU of every request still counts: botocore's 1 ms for each of the 40 adds 40 ms x 1769/512
+    costly = Model(botocore_ms=1.0, trace_run_path=True, run_path_platform_logs=True)
+    more = cost.shape_dollars(threaded, CREATE, costly)["Lambda duration"] - parts["Lambda duration"]
+    assert more * 1e6 == pytest.approx(0.040 * 1769 / 512 * 0.5 * 13.3334 / 10, rel=1e-5)
+
+
+def test_the_run_paths_functions_write_no_platform_lines_as_deployed() -> None:
+    parts = cost.shape_dollars(shape(), CREATE, DEPLOYED)
+    # the worker's 500 B written, no START and REPORT lines: 5e-7 GB x $0.50, over 10 runs
+    assert parts["CloudWatch Logs"] * 1e6 == pytest.approx(0.025)
+    planner = cost.planner_dollars(shape(), DEPLOYED)
+    assert planner["CloudWatch Logs"] * 1e6 == pytest.approx(1000e-9 * 0.5 * 1e6 / 10)
+    # the API's functions keep theirs (the create call: 2 invocations x 500 B)
+    create = cost.function_dollars({**CREATE, "count": 2}, memory_mb=512, traces=1, model=DEPLOYED)
+    assert create["CloudWatch Logs"] * 1e6 == pytest.approx(1000e-9 * 0.5 * 1e6)
+
+
 def test_the_planner_share_is_its_tick_spread_over_the_runs_it_planned() -> None:
     planner = cost.planner_dollars(shape(), MODEL)
     per_million = {part: value * 1e6 for part, value in planner.items()}
@@ -115,11 +141,15 @@ def test_xray_records_one_trace_a_second_then_five_percent(per_second: dict[str,
     assert cost.xray_traces(per_second, MODEL) == pytest.approx(traces)
 
 
-def test_waiting_for_the_target_is_priced_per_run() -> None:
-    slow = cost.shape_dollars(shape(), CREATE, Model(botocore_ms=0.0, trace_run_path=True, target_ms=10.0))
+def test_waiting_for_the_target_is_priced_once_per_invocation() -> None:
+    slow = cost.shape_dollars(
+        shape(),
+        CREATE,
+        Model(botocore_ms=0.0, trace_run_path=True, run_path_platform_logs=True, target_ms=10.0),
+    )
     fast = cost.shape_dollars(shape(), CREATE, MODEL)
-    # 10 runs x 10 ms at 0.5 GB, per run
-    extra = 0.010 * 0.5 * 0.0000133334
+    # the batch's ten jobs call their targets side by side: one invocation waits 10 ms at 0.5 GB, over 10 runs
+    extra = 0.010 * 0.5 * 0.0000133334 / 10
     assert slow["Lambda duration"] - fast["Lambda duration"] == pytest.approx(extra)
 
 
@@ -273,11 +303,12 @@ def test_a_base_tick_is_its_measured_parts_at_the_published_prices() -> None:
     assert per_million["Lambda requests"] == pytest.approx(0.20)
     # 4 ms x 1769/1024 = 6.910 ms; 21 DynamoDB x 5 ms; 0.5 ms round-up: 0.112410 s at 1 GB
     assert per_million["Lambda duration"] == pytest.approx(0.1124102 * 13.3334, rel=1e-5)
-    assert per_million["CloudWatch Logs"] == pytest.approx(1200e-9 * 0.5 * 1e6)
+    # 700 B written; no START and REPORT lines (the planner's system log level is WARN)
+    assert per_million["CloudWatch Logs"] == pytest.approx(700e-9 * 0.5 * 1e6)
     assert per_million["X-Ray traces"] == 0
     # a month of ticks per planner group
     month = sum(per_million.values()) * cost.TICKS_PER_MONTH / 1e6
-    assert month == pytest.approx((1.3125 + 0.20 + 0.1124102 * 13.3334 + 0.6) * 43_200 / 1e6, rel=1e-5)
+    assert month == pytest.approx((1.3125 + 0.20 + 0.1124102 * 13.3334 + 0.35) * 43_200 / 1e6, rel=1e-5)
 
 
 def test_a_smaller_worker_is_priced_from_the_same_cpu() -> None:
