@@ -131,8 +131,8 @@ class StageConfig(BaseModel):
     run_path_platform_logs: bool = Field(
         False,
         description="Lambda's own START and REPORT lines for the planner and the worker (system log level"
-        " INFO); off, WARN: they are half a run's log bytes. Duration and errors are CloudWatch metrics either"
-        " way; turn on to see each invocation's memory used",
+        " INFO); off, WARN: they are half a run's log bytes. Duration and errors are CloudWatch metrics"
+        " either way; turn on to see each invocation's memory used",
     )
     worker_timeout_seconds: int = Field(120, ge=30, le=900)
     max_receive_count: int = Field(5, ge=1, le=1000)
