@@ -12,7 +12,8 @@ with ``--write-capacity``; ``tests/bench`` checks that docs/capacity.md shows wh
 
 The burst simulation is discrete-event: the planner makes each run visible (a delayed SQS message) at the
 rate its groups can plan; the event source mappings' concurrency grows as the scaling mode allows; each
-concurrent worker takes batches of up to ``batch_size`` messages and runs them one after the other; a
+concurrent worker takes batches of up to ``batch_size`` messages and runs them one after the other (the
+worker runs different jobs' records side by side: the model is on the safe side); a
 tenant with an in-flight limit starts at most as many runs per second as its slots allow. Lag = when the
 target is called - the scheduled second.
 """
