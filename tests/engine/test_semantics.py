@@ -479,3 +479,24 @@ def test_a_large_moment_is_spread_over_its_seconds_so_no_message_arrives_long_be
     assert all(0 <= lead <= 0.091 for lead in leads), (min(leads), max(leads))
     # Spread over a few of the moment's seconds, within the sweep's limit
     assert timedelta(seconds=3) < world.clock() - now < timedelta(seconds=31)
+
+
+def test_a_lone_frequent_jobs_messages_each_arrive_just_the_lead_before_their_fire() -> None:
+    """Each of a lone job's messages is an invocation of its own: starting a round early would make every
+    one of them wait 20 ms more, so its batches go one round a second instead."""
+    world = World(horizon=timedelta(seconds=300))
+    first = START + timedelta(seconds=305)
+    rate = {"type": "rate", "every_seconds": 1, "start_at": first.isoformat()}
+    job = world.create(name="every-second", schedule=rate)
+    world.clock.advance(seconds=200.3)
+    planner = planner_of(world, timer=lambda: world.clock().timestamp(), sleep=world.clock.sleep)
+    now = world.clock()
+    [result] = planner.plan_many([world.job(job)], now, within=world.horizon, align=True)
+    assert len(result.sent) >= 190  # 20 batches: two rounds of sixteen at once
+    leads = []
+    for queued in world.queue.pending():
+        key = parse_run_id(queued.message.run_id)
+        assert key is not None and key.fire_ms is not None
+        leads.append((from_epoch_ms(key.fire_ms) - queued.visible_at).total_seconds())
+    assert all(0 <= lead <= 0.0505 for lead in leads), (min(leads), max(leads))
+    assert timedelta(seconds=1) < world.clock() - now < timedelta(seconds=3)

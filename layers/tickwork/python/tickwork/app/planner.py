@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,11 +48,12 @@ SEND_TOGETHER = 0.01  # seconds: fires this close in their second go out togethe
 SEND_PARALLEL = 16  # a moment's batches go out this many at once
 SEND_ROUND = timedelta(milliseconds=20)  # a round of sends, allowed for: the moment starts earlier by it
 # A moment comes round every second, and a message can go out at any of them (its delay one second less
-# each time). A large moment is spread over several of its seconds, so that each starts only a few rounds
-# early: every round earlier is 20 ms more that each of its messages' workers waits, while each second more
-# keeps only the planner running. Its soonest fires go first; at most SEND_SWEEP seconds.
-SEND_ROUNDS_MIN = 3
+# each time). A large moment is spread over several of its seconds, soonest fires first, over at most
+# SEND_SWEEP seconds: each round it starts earlier is 20 ms more that every worker invocation its messages
+# make waits (512 MB), each second more keeps the planner running (1 GB). A second of the tick costs what
+# ROUND_WAITS_PER_SECOND invocations waiting a round cost: the rounds per second are chosen to spend least.
 SEND_SWEEP = 30
+ROUND_WAITS_PER_SECOND = 100
 ALIGN_AFTER = timedelta(seconds=2)
 REHOME_BATCH = 100  # jobs moved out of each stray shard per tick
 
@@ -237,8 +239,7 @@ class Planner:
         unsent = self._send(soon, now, started, dated=True)
         pending: list[tuple[datetime, int, list[list[Dispatch]], int]] = []
         for order, (at, batches) in enumerate(_moments(later, begun)):
-            rounds = -(-len(batches) // SEND_PARALLEL)
-            heapq.heappush(pending, (at, order, batches, max(SEND_ROUNDS_MIN, -(-rounds // SEND_SWEEP))))
+            heapq.heappush(pending, (at, order, batches, _rounds_each_second(batches)))
         with ThreadPoolExecutor(max_workers=SEND_PARALLEL) as pool:
             while pending:
                 at, order, batches, rounds_each = heapq.heappop(pending)
@@ -379,6 +380,20 @@ def _moments(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[date
         fires.append(dispatch)
     if fires:
         yield moment_of(fires)
+
+
+def _rounds_each_second(batches: list[list[Dispatch]]) -> int:
+    """Rounds of a moment's batches to send each time it comes round: the fewer, the less its workers wait
+    and the longer the planner runs (see ``ROUND_WAITS_PER_SECOND``)."""
+    rounds = -(-len(batches) // SEND_PARALLEL)
+    per_second = Counter(int(d.due_at.timestamp()) for batch in batches for d in batch)
+    invocations = sum(-(-count // SEND_BATCH) for count in per_second.values())  # a worker takes ten
+
+    def spent(each: int) -> float:
+        return invocations * (each - 1) / ROUND_WAITS_PER_SECOND + -(-rounds // each)
+
+    fewest = -(-rounds // SEND_SWEEP)
+    return min(range(fewest, max(fewest, rounds) + 1), key=spent)
 
 
 def _second_fraction(span: timedelta) -> float:
