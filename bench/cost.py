@@ -942,7 +942,8 @@ def section(figures: dict[str, Any] | None = None) -> str:
     verdict = (
         f"and it is not met by {', '.join(over)} (at the deployed settings)"
         if over
-        else "and every fleet shape meets it at the deployed settings"
+        else "and every fleet shape meets it at the deployed settings (a lone job does not: it pays"
+        " a whole invocation's receive, delete and request per run)"
     )
     month = sum(tick_dollars(pooled_base_tick(figures), model).values()) * TICKS_PER_MONTH
     return "\n".join(
@@ -957,7 +958,7 @@ def section(figures: dict[str, Any] | None = None) -> str:
             f"plan nothing: ${month:.2f} a month per group); a run pays the planner's marginal work for it.",
             "The all-in column charges whole ticks to the runs they plan. Fleet rows are in bold; the",
             f"budget is ${BUDGET * 1e6:.2f} per million runs, {verdict}. The worker's measured wait",
-            "before a fire assumes the planner's sends take no time: see the caveat in cost.md.",
+            "before a fire assumes the planner's sends take no time, the early side: see cost.md.",
             "",
             generated["summary"],
             "",
