@@ -29,6 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from tickwork import tables
+from tickwork_local.journal import written_keys
 
 KB = 1024
 INDEX_OVERHEAD = 100
@@ -179,7 +180,7 @@ class Meter:
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         snapshots: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = []
         if model.service_model.service_name == "dynamodb":
-            for table, key, kind in _written_keys(model.name, params):
+            for table, key, kind in written_keys(model.name, params):
                 snapshots.append((table, key, self._get(table, key), kind))
         self._pending.calls = [*getattr(self._pending, "calls", []), (model.name, params, snapshots)]
 
@@ -215,36 +216,6 @@ class Meter:
         response = self.peek.get_item(TableName=table, Key=key, ConsistentRead=True)
         item: dict[str, Any] | None = response.get("Item")
         return item
-
-
-def _written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], str]]:
-    """(table, key, kind) of every item a write request touches."""
-
-    def key_of(table: str, item: dict[str, Any]) -> dict[str, Any]:
-        definition = _BY_NAME[table]
-        return {name: item[name] for name in _table_keys(definition)}
-
-    if operation == "PutItem":
-        return [(params["TableName"], key_of(params["TableName"], params["Item"]), "write")]
-    if operation in ("UpdateItem", "DeleteItem"):
-        return [(params["TableName"], params["Key"], "write")]
-    if operation == "TransactWriteItems":
-        found = []
-        for entry in params["TransactItems"]:
-            ((kind, body),) = entry.items()
-            key = body["Key"] if "Key" in body else key_of(body["TableName"], body["Item"])
-            found.append((body["TableName"], key, "check" if kind == "ConditionCheck" else "write"))
-        return found
-    if operation == "BatchWriteItem":
-        found = []
-        for table, requests in params["RequestItems"].items():
-            for request in requests:
-                if "PutRequest" in request:
-                    found.append((table, key_of(table, request["PutRequest"]["Item"]), "write"))
-                else:
-                    found.append((table, request["DeleteRequest"]["Key"], "write"))
-        return found
-    return []
 
 
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")

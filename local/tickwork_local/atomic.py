@@ -5,6 +5,8 @@ guarantee tickwork relies on (and avoids moto's own races between threads)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _LOCK = threading.RLock()
@@ -16,6 +18,13 @@ def _acquire(**_: Any) -> None:
 
 def _release(**_: Any) -> None:
     _LOCK.release()
+
+
+@contextmanager
+def holding_writes() -> Iterator[None]:
+    """No DynamoDB call of another thread runs while the block does (the lock is re-entrant)."""
+    with _LOCK:
+        yield
 
 
 def serialise_dynamodb(events: Any) -> None:

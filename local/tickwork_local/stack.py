@@ -31,6 +31,9 @@ LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pil
 LOCAL_DUE_SHARDS = 2  # moto's index queries cost O(table size): few shards, one query each per tick
 LOCAL_ATTENTION_SHARDS = 1
 SNAPSHOT_FILE = "tables.json"
+# The journal is folded into a new snapshot once it holds this many item states (checked every few seconds).
+COMPACT_AFTER_LINES = 20_000
+COMPACT_CHECK_SECONDS = 5.0
 # The Lambda handlers live in the repository's functions/ folder, beside this package.
 REPOSITORY = Path(__file__).resolve().parents[2]
 DEFAULT_TOKEN_FILE = "default-token"  # noqa: S105 - a file name
@@ -164,6 +167,7 @@ class LocalStack:
         self.worker_starts = 0
         self.restart_lock = threading.Lock()
         self.sweeps = SweepTotals()
+        self.journal: Any = None
 
     # --- set-up -------------------------------------------------------------------------------------------
     def configure_clients(self) -> None:
@@ -233,23 +237,64 @@ class LocalStack:
         return urls
 
     def restore(self) -> int:
-        """Put back the tables saved at the last stop; returns how many items."""
-        if self.data_dir is None or not (self.data_dir / SNAPSHOT_FILE).exists():
+        """Put back the tables as the last snapshot and the journal after it leave them; returns how many
+        items and item states were applied. The jobs ACTIVE afterwards are replanned."""
+        if self.data_dir is None:
             return 0
         import boto3
-
-        dynamodb = boto3.client("dynamodb")
         from tickwork import tables
 
-        snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
+        from tickwork_local.journal import replay
+
+        dynamodb = boto3.client("dynamodb")
         count = 0
-        for table, items in snapshot.items():
-            for item in items:
-                dynamodb.put_item(TableName=table, Item=item)
-                count += 1
-                if table == tables.JOBS.default_name and item.get("status") == {"S": "ACTIVE"}:
+        if (self.data_dir / SNAPSHOT_FILE).exists():
+            snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
+            for table, items in snapshot.items():
+                for item in items:
+                    dynamodb.put_item(TableName=table, Item=item)
+                    count += 1
+        for state in replay(self.data_dir):
+            if state["item"] is None:
+                dynamodb.delete_item(TableName=state["table"], Key=state["key"])
+            else:
+                dynamodb.put_item(TableName=state["table"], Item=state["item"])
+            count += 1
+        for page in dynamodb.get_paginator("scan").paginate(TableName=tables.JOBS.default_name):
+            for item in page["Items"]:
+                if item.get("status") == {"S": "ACTIVE"} and tables.JOB_ID in item:
                     self.restored_jobs.append((item[tables.JOB_TENANT]["S"], item[tables.JOB_ID]["S"]))
         return count
+
+    def open_journal(self) -> None:
+        """From here on every DynamoDB write is on disk before its call returns (``tickwork_local.journal``).
+        What was restored goes into a fresh snapshot first, and the journal starts empty."""
+        if self.data_dir is None:
+            return
+        import boto3
+
+        from tickwork_local.journal import Journal
+
+        self.save()
+        read = boto3.session.Session().client("dynamodb")  # its own session: not locked, not journaled
+        self.journal = Journal(self.data_dir, read)
+        self.journal.truncate()
+        assert boto3.DEFAULT_SESSION is not None
+        self.journal.attach(boto3.DEFAULT_SESSION.events)
+
+    def compact_loop(self) -> None:
+        """Fold a long journal into a new snapshot, with every DynamoDB call held back meanwhile."""
+        from tickwork_local.atomic import holding_writes
+
+        while not self.stop.wait(COMPACT_CHECK_SECONDS):
+            if self.journal is None or self.journal.lines < COMPACT_AFTER_LINES:
+                continue
+            try:
+                with holding_writes():
+                    self.save()
+                    self.journal.truncate()
+            except Exception:
+                logging.getLogger("tickwork").exception("compacting the journal failed")
 
     def replan_restored(self) -> None:
         """The queue is not saved: the fires of the restored jobs that were sent and not recorded are planned
@@ -279,8 +324,16 @@ class LocalStack:
             snapshot[definition.default_name] = items
         self.data_dir.mkdir(parents=True, exist_ok=True)
         temporary = self.data_dir / (SNAPSHOT_FILE + ".tmp")
-        temporary.write_text(json.dumps(snapshot))
+        with temporary.open("w") as written:
+            json.dump(snapshot, written)
+            written.flush()
+            os.fsync(written.fileno())
         temporary.replace(self.data_dir / SNAPSHOT_FILE)
+        directory = os.open(self.data_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename itself, before the journal it replaces is emptied
+        finally:
+            os.close(directory)
 
     def seed_tenants(self) -> list[tuple[str, str, str]]:
         """(tenant id, token, signing secret) for each local tenant; the secret signs its webhooks."""
@@ -483,6 +536,7 @@ class LocalStack:
             self.configure_logging()
             self.create_resources()
             restored = self.restore()
+            self.open_journal()
             runtime.cache_clear()
             current = runtime()
             current.metrics = self.metrics
@@ -497,11 +551,15 @@ class LocalStack:
             start_in_thread(server)
             self.start_planner()
             self.start_workers()
+            if self.journal is not None:
+                self.spawn(self.compact_loop, "tickwork-compact")
             if not self.quiet:
                 self.spawn(self.status_loop, "tickwork-status")
             if threading.current_thread() is threading.main_thread():
-                # `kill` and process managers send SIGTERM: stop as cleanly as for Ctrl-C.
+                # `kill` and process managers send SIGTERM, a closed terminal SIGHUP: stop as cleanly as for
+                # Ctrl-C.
                 signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+                signal.signal(signal.SIGHUP, lambda *_: self.stop.set())
             self.ready.set()
             self.banner(tenants, restored, time.monotonic() - started, endpoint)
             try:
@@ -516,6 +574,9 @@ class LocalStack:
                 for thread in self.threads:
                     thread.join(timeout=3)
                 self.save()
+                if self.journal is not None:
+                    self.journal.truncate()
+                    self.journal.close()
         return 0
 
     def banner(
