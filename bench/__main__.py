@@ -24,6 +24,7 @@ from bench._common import ROOT, machine
 SECTIONS = (
     "bench.lag",
     "bench.cost",
+    "bench.local_creates",
     "bench.planner_scale",
     "bench.worker_cpu",
     "bench.simulate",
