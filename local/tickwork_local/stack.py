@@ -573,10 +573,15 @@ class LocalStack:
                 server.server_close()
                 for thread in self.threads:
                     thread.join(timeout=3)
-                self.save()
-                if self.journal is not None:
-                    self.journal.truncate()
-                    self.journal.close()
+                from tickwork_local.atomic import holding_writes
+
+                # A thread that has not stopped yet may still write: not between the snapshot and the
+                # journal's truncation, or that write would be in neither.
+                with holding_writes():
+                    self.save()
+                    if self.journal is not None:
+                        self.journal.truncate()
+                        self.journal.close()
         return 0
 
     def banner(
