@@ -42,8 +42,9 @@ synth: build
 openapi: install
 	$(BIN)/python -m tickwork.api.openapi docs/openapi.json
 
+# `make run PORT=8080` (or TICKWORK_PORT=8080) to listen elsewhere than 8000.
 run: install
-	$(BIN)/tickwork local
+	$(BIN)/tickwork local $(if $(PORT),--port $(PORT))
 
 # Benchmarks rewrite docs/benchmarks.md; they are never timed assertions in `make test`.
 bench: install

@@ -32,6 +32,8 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 ENV_API_URL = "TICKWORK_API_URL"
 ENV_TOKEN = "TICKWORK_TOKEN"  # noqa: S105 - the variable's name, not a token
 
+ENV_PORT = "TICKWORK_PORT"
+DEFAULT_LOCAL_PORT = 8000
 EXIT_OK = 0
 EXIT_FAILED = 1  # the API (or DynamoDB) answered with an error
 EXIT_USAGE = 2  # argparse's own code for bad arguments
@@ -859,13 +861,41 @@ def cmd_tenants_create(args: argparse.Namespace, session: Session) -> int:
     return EXIT_OK
 
 
+def local_port(given: int | None, environ: Mapping[str, str] = os.environ) -> int:
+    """--port, else $TICKWORK_PORT, else 8000; a port number either way."""
+    if given is None and environ.get(ENV_PORT):
+        text = environ[ENV_PORT]
+        if not text.isdigit():
+            raise UsageError(f"{ENV_PORT} must be a port number, not {text!r}")
+        given = int(text)
+    port = DEFAULT_LOCAL_PORT if given is None else given
+    if not 0 < port < 65536:
+        raise UsageError(f"the port must be between 1 and 65535, not {port}")
+    return port
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on host:port (the stack would fail to bind it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def cmd_local(args: argparse.Namespace, session: Session) -> int:
     # Imported here: the local stack pulls in moto, which the API client never needs.
     from tickwork_local.stack import run_local
 
+    port = local_port(args.port)
+    if port_in_use(args.host, port):
+        raise CliError(f"port {port} is in use on {args.host}: choose another with --port or {ENV_PORT}")
     return run_local(
         host=args.host,
-        port=args.port,
+        port=port,
         quiet=args.quiet,
         data_dir=args.data_dir,
         log_file=args.log_file,
@@ -1143,7 +1173,12 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_local,
     )
     local.add_argument("--host", default="127.0.0.1", help="address the API listens on (default 127.0.0.1)")
-    local.add_argument("--port", type=int, default=8000, help="port the API listens on (default 8000)")
+    local.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"port the API listens on (default ${ENV_PORT}, else {DEFAULT_LOCAL_PORT})",
+    )
     local.add_argument("--quiet", action="store_true", help="print only the start-up banner, no status lines")
     local.add_argument(
         "--data-dir", metavar="DIR", help="keep the tables in DIR across restarts (default: start empty)"
