@@ -16,6 +16,7 @@ from infra.config import LOG_RETENTION_DAYS, StageConfig
 
 OPENAPI = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 HEALTH_PATH = "/v1/health"
+ANY_METHOD = "ANY"
 
 
 def api_routes(openapi: Path = OPENAPI) -> dict[str, list[str]]:
@@ -64,6 +65,10 @@ class Api(Construct):
             rest_api_name=f"tickwork-{config.stage}",
             description="tickwork job scheduler API",
             endpoint_types=[apigateway.EndpointType.REGIONAL],
+            # Request bodies reach the API base64-encoded, exactly as sent, whatever their Content-Type: the
+            # API itself refuses a body that is not JSON in UTF-8 (tickwork.api.protocol), where API Gateway
+            # would pass it on as text with invalid bytes replaced.
+            binary_media_types=["*/*"],
             cloud_watch_role=False,
             deploy_options=apigateway.StageOptions(
                 stage_name=config.stage,
@@ -99,7 +104,10 @@ class Api(Construct):
         self.methods: dict[tuple[str, str], apigateway.Method] = {}
         for path, methods in api_routes().items():
             resource = self.rest_api.root.resource_for_path(path)
-            for method in methods:
+            # ANY hands every other method of a route's path (HEAD, OPTIONS, PUT...) to the API, which answers
+            # as HTTP says: HEAD as GET without the body, OPTIONS and 405 with Allow (tickwork.api.protocol).
+            # Without it API Gateway answers them "Missing Authentication Token" (a 404, below).
+            for method in (*methods, ANY_METHOD):
                 public = path == HEALTH_PATH
                 self.methods[(path, method)] = resource.add_method(
                     method,

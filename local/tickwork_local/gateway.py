@@ -1,20 +1,29 @@
 """A stand-in for API Gateway: HTTP requests become REST proxy events, pass the TOKEN authorizer handler,
-then the API handler, and the handler's answer becomes the HTTP response."""
+then the API handler, and the handler's answer becomes the HTTP response.
+
+It does what the deployed API Gateway does (``infra/api.py``) and no more: every method reaches the API (each
+route has an ``ANY`` method), bodies arrive base64-encoded exactly as sent (binary media type ``*/*``), query
+strings and headers keep every value. HTTP's rules on methods and bodies (405 with ``Allow``, ``OPTIONS``,
+``HEAD``, JSON in UTF-8) are the API's own, in ``tickwork.api.protocol``.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-UNAUTHENTICATED_ROUTES = frozenset({("GET", "/v1/health")})
+# Every method of these paths is public (the authorizer guards every other path).
+UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway's own limit
 UNAUTHORIZED_BODY = {
     "error": {"code": "unauthorized", "message": "missing or invalid bearer token", "field": None}
@@ -43,28 +52,40 @@ class HttpResult:
     headers: dict[str, str]
 
 
+Pairs = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def _single_and_multi(pairs: Pairs | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """API Gateway's two views of repeated headers or query parameters: the last value, and all of them."""
+    items = list(pairs.items() if isinstance(pairs, Mapping) else pairs or ())
+    multi: dict[str, list[str]] = {}
+    for name, value in items:
+        multi.setdefault(name, []).append(value)
+    return {name: values[-1] for name, values in multi.items()}, multi
+
+
 def rest_event(
     method: str,
     path: str,
     *,
-    headers: Mapping[str, str] | None = None,
-    query: Mapping[str, str] | None = None,
+    headers: Pairs | None = None,
+    query: Pairs | None = None,
     body: str | None = None,
+    is_base64_encoded: bool = False,
     source_ip: str = "127.0.0.1",
 ) -> dict[str, Any]:
     """A REST API proxy event, shaped like the samples in ``events/``."""
-    all_headers = dict(headers or {})
+    all_headers, multi_headers = _single_and_multi(headers)
+    parameters, multi_parameters = _single_and_multi(query)
     now = datetime.now(UTC)
     return {
         "resource": path,
         "path": path,
         "httpMethod": method,
         "headers": all_headers,
-        "multiValueHeaders": {name: [value] for name, value in all_headers.items()},
-        "queryStringParameters": dict(query) if query else None,
-        "multiValueQueryStringParameters": {name: [value] for name, value in query.items()}
-        if query
-        else None,
+        "multiValueHeaders": multi_headers,
+        "queryStringParameters": parameters or None,
+        "multiValueQueryStringParameters": multi_parameters or None,
         "pathParameters": None,
         "stageVariables": None,
         "requestContext": {
@@ -83,8 +104,13 @@ def rest_event(
             "authorizer": None,
         },
         "body": body,
-        "isBase64Encoded": False,
+        "isBase64Encoded": is_base64_encoded,
     }
+
+
+def gateway_error(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """An answer of the gateway itself, in the API's error shape (``infra/api.py`` sets the same)."""
+    return {"error": {"code": code, "message": message, "field": field}}
 
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -153,7 +179,7 @@ class Gateway:
 
     def send(self, event: dict[str, Any], *, authorization: str | None) -> HttpResult:
         method, path = event["httpMethod"], event["path"]
-        if (method, path) not in UNAUTHENTICATED_ROUTES:
+        if path not in UNAUTHENTICATED_PATHS:
             context = self.authorize(authorization, method, path)
             if context is None:
                 return HttpResult(
@@ -186,33 +212,43 @@ def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] =
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def __getattr__(self, name: str) -> Any:
+            # http.server answers 501 to a method without a do_<METHOD>; API Gateway hands every method to
+            # the API, which answers 405 with Allow to the ones a path does not have.
+            if name.startswith("do_"):
+                return self._handle
+            raise AttributeError(name)
+
         def _handle(self) -> None:
             parts = urlsplit(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
-                self._reply(
-                    413,
-                    {
-                        "error": {
-                            "code": "payload_too_large",
-                            "message": "request body over 10 MiB",
-                            "field": None,
-                        }
-                    },
-                    {},
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length < 0:
+                    raise ValueError(length)
+            except ValueError:
+                self.close_connection = True  # the body's end is unknown
+                error = gateway_error(
+                    "invalid_request", "Content-Length is not a byte count", "Content-Length"
                 )
+                self._reply(HTTPStatus.BAD_REQUEST, error, {})
                 return
-            body = self.rfile.read(length).decode("utf-8", errors="replace") if length else None
-            if (self.command, parts.path) in UNAUTHENTICATED_ROUTES and not ready():
-                self._reply(503, {"status": "starting"}, {})
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True  # the body is left unread
+                error = gateway_error("payload_too_large", "request body over 10 MiB")
+                self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, error, {})
                 return
-            headers = dict(self.headers.items())
+            raw = self.rfile.read(length) if length else b""
+            if parts.path in UNAUTHENTICATED_PATHS and not ready():
+                self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "starting"}, {})
+                return
             event = rest_event(
                 self.command,
                 parts.path,
-                headers=headers,
-                query=dict(parse_qsl(parts.query)) or None,
-                body=body,
+                headers=self.headers.items(),
+                query=parse_qsl(parts.query, keep_blank_values=True),
+                # As API Gateway with binary media type */* sends it: the bytes as received, base64-encoded.
+                body=base64.b64encode(raw).decode() if raw else None,
+                is_base64_encoded=bool(raw),
                 source_ip=self.client_address[0],
             )
             try:
@@ -223,7 +259,7 @@ def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] =
                 )
                 result = HttpResult(
                     500,
-                    {"error": {"code": "internal_error", "message": "internal error", "field": None}},
+                    gateway_error("internal_error", "internal error"),
                     {REQUEST_ID_HEADER: event["requestContext"]["requestId"]},
                 )
             self._reply(result.status, result.body, result.headers)
@@ -231,15 +267,22 @@ def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] =
         def _reply(self, status: int, body: Any, headers: Mapping[str, str]) -> None:
             payload = json.dumps(body).encode() if body is not None else b""
             self.send_response(status)
+            sent = set()
             for name, value in headers.items():
-                if name.lower() not in ("content-length", "connection"):
+                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
                     self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
+                    sent.add(name.lower())
+            if payload and "content-type" not in sent:
+                self.send_header("Content-Type", "application/json")
+            # HEAD answers GET's status and headers without the body; the API sends none to measure, so no
+            # Content-Length (which would have to be GET's). 204 and 304 never carry one.
+            if self.command != "HEAD" and status not in (HTTPStatus.NO_CONTENT, HTTPStatus.NOT_MODIFIED):
+                self.send_header("Content-Length", str(len(payload)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle  # noqa: N815 - http.server's naming
+            if self.command != "HEAD" and payload:
+                self.wfile.write(payload)
 
         def log_message(self, format: str, *args: Any) -> None:
             return

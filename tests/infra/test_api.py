@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from infra.api import GATEWAY_ERRORS, HEALTH_PATH, api_routes
+from infra.api import ANY_METHOD, GATEWAY_ERRORS, HEALTH_PATH, api_routes
 from tests.infra.conftest import Synthesized
 
 
@@ -35,8 +35,15 @@ def _methods(synthesized: Synthesized) -> dict[tuple[str, str], dict[str, Any]]:
 
 def test_every_route_is_deployed(default_stack: Synthesized) -> None:
     expected = {(path, method) for path, methods in api_routes().items() for method in methods}
+    # Each path also takes ANY: the API answers its other methods (HEAD, OPTIONS, 405 with Allow).
+    expected |= {(path, ANY_METHOD) for path in api_routes()}
     assert set(_methods(default_stack)) == expected
     assert (HEALTH_PATH, "GET") in expected and ("/v1/jobs", "POST") in expected
+
+
+def test_request_bodies_reach_the_api_as_sent(default_stack: Synthesized) -> None:
+    # Base64-encoded whatever their Content-Type, so the API can refuse a body that is not UTF-8 JSON.
+    default_stack.template.has_resource_properties("AWS::ApiGateway::RestApi", {"BinaryMediaTypes": ["*/*"]})
 
 
 def test_the_authorizer_guards_every_route_but_health(default_stack: Synthesized) -> None:

@@ -45,3 +45,18 @@ def test_error_responses_use_the_error_shape() -> None:
                     assert response["content"]["application/json"]["schema"] == {
                         "$ref": "#/components/schemas/ErrorBody"
                     }
+
+
+def test_the_resolvers_paths_and_methods_are_the_documents() -> None:
+    # The API answers 405, OPTIONS and HEAD from this table; API Gateway deploys the document's routes.
+    from tickwork.api.app import OwnRequestResolver, build_app
+
+    app = build_app()
+    assert isinstance(app, OwnRequestResolver)
+    document = json.loads(SAVED.read_text())
+    documented = {
+        path: {method.upper() for method in operations} for path, operations in document["paths"].items()
+    }
+    assert {resource.path: set(resource.methods) for resource in app.resources.resources} == documented
+    assert app.resources.find("/v1/jobs/a%3Ab/runs") is not None
+    assert app.resources.find("/v1/jobs/a/b") is None

@@ -37,6 +37,22 @@ class PayloadTooLarge(InvalidInput):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(InvalidInput):
+    """A request body that is not JSON (``Content-Type`` other than ``application/json``)."""
+
+    code = "unsupported_content_type"
+
+
+class MethodNotAllowed(TickworkError):
+    """The path exists, but not with this HTTP method; ``allowed`` lists the methods it has."""
+
+    code = "method_not_allowed"
+
+    def __init__(self, message: str, *, allowed: tuple[str, ...], **context: Any):
+        super().__init__(message, allowed=allowed, **context)
+        self.allowed = allowed
+
+
 class Unauthorized(TickworkError):
     code = "unauthorized"
 

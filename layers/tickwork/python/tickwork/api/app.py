@@ -7,12 +7,16 @@ Each route reads the tenant from the authorizer's context (never from the body),
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import cached_property
 from http import HTTPStatus
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
@@ -30,6 +34,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from tickwork.api.errors import body_of, describe_validation_errors, error_body, status_of
+from tickwork.api.protocol import ResourceTable, refuse_method, with_text_body
 from tickwork.api.schemas import (
     ErrorBody,
     HealthOut,
@@ -44,7 +49,13 @@ from tickwork.api.schemas import (
 )
 from tickwork.domain.models import JobPatch, JobSpec, JobStatus
 from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
-from tickwork.errors import IdempotencyKeyReused, RateLimited, TickworkError, Unauthorized
+from tickwork.errors import (
+    IdempotencyKeyReused,
+    MethodNotAllowed,
+    RateLimited,
+    TickworkError,
+    Unauthorized,
+)
 from tickwork.observability import logger
 from tickwork.runtime import Runtime, runtime
 
@@ -127,10 +138,55 @@ class OwnRequestResolver(APIGatewayRestResolver):
     def lambda_context(self, context: LambdaContext) -> None:
         self._own_context = context
 
+    @cached_property
+    def resources(self) -> ResourceTable:
+        """The paths of the registered routes with their methods, read once every route is registered.
+        Powertools keeps its routes in these two lists and matches them in this order; a test checks the
+        table against docs/openapi.json."""
+        routes = (*self._static_routes, *self._dynamic_routes)
+        return ResourceTable((route.openapi_path, route.rule, route.method) for route in routes)
+
     def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
-        self._own_event = self._to_proxy_event(dict(event))
+        """HTTP's rules first (``tickwork.api.protocol``): a method the path does not have, ``OPTIONS`` and
+        ``HEAD``, and a request body that is not JSON in UTF-8. Then the route. An unknown path goes
+        straight to the resolver's not-found answer."""
+        request = dict(event)
+        self._own_event = self._to_proxy_event(request)
         self._own_context = context
-        return super().resolve(event, context)
+        resource = self.resources.find(self._remove_prefix(self._own_event.path))
+        if resource is None:
+            return self._dispatch(request, context)
+        method = str(request.get("httpMethod") or "").upper()
+        head = method == "HEAD" and "GET" in resource.methods
+        try:
+            if method == "OPTIONS" and method not in resource.methods:
+                return self._answer(Response(HTTPStatus.NO_CONTENT, headers={"Allow": resource.allow_header}))
+            if method not in resource.methods and not head:
+                raise refuse_method(resource, method)
+            request = with_text_body(request)
+        except TickworkError as error:
+            headers = {"Allow": ", ".join(error.allowed)} if isinstance(error, MethodNotAllowed) else None
+            return self._answer(
+                Response(status_of(error), content_type=JSON, body=body_of(error), headers=headers)
+            )
+        if not head:
+            return self._dispatch(request, context)
+        # HEAD is GET without the body: same status, same headers.
+        context_of_get = {**(request.get("requestContext") or {}), "httpMethod": "GET"}
+        answer = self._dispatch({**request, "httpMethod": "GET", "requestContext": context_of_get}, context)
+        return {**answer, "body": "", "isBase64Encoded": False}
+
+    def _dispatch(self, request: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        self._own_event = self._to_proxy_event(request)
+        return super().resolve(request, context)
+
+    def _answer(self, response: Response[Any]) -> dict[str, Any]:
+        return ResponseBuilder[BaseProxyEvent](response=response).build(self.current_event)
+
+    def _convert_matches_into_route_keys(self, match: re.Match[str]) -> dict[str, str]:
+        """Path parameters, percent-decoded: API Gateway (REST) passes the path as the client sent it, and a
+        client may well encode the ``:`` of a run id (``%3A``)."""
+        return {name: unquote(value) for name, value in match.groupdict().items()}
 
 
 def build_app(

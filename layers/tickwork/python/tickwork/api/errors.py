@@ -13,6 +13,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.InvalidInput, HTTPStatus.BAD_REQUEST),
     (errors.Unauthorized, HTTPStatus.UNAUTHORIZED),
     (errors.NotFound, HTTPStatus.NOT_FOUND),
+    (errors.MethodNotAllowed, HTTPStatus.METHOD_NOT_ALLOWED),
     (errors.Conflict, HTTPStatus.CONFLICT),
     (errors.IdempotencyKeyReused, HTTPStatus.UNPROCESSABLE_ENTITY),
     (errors.QuotaExceeded, HTTPStatus.TOO_MANY_REQUESTS),
