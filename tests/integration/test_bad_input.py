@@ -120,6 +120,14 @@ CASES: list[Any] = [
         id="once-without-offset",
     ),
     pytest.param(
+        expect(create(schedule={"type": "once", "at": 4102444800}), 400, S, "schedule.at", "RFC 3339"),
+        id="once-at-a-unix-time",  # pydantic alone would read the number as Unix time
+    ),
+    pytest.param(
+        expect(create(schedule=cron(end_at=4102444800.5)), 400, S, "schedule.end_at", "RFC 3339"),
+        id="end-at-a-unix-time",
+    ),
+    pytest.param(
         expect(create(schedule=cron(start_at=START, end_at=END)), 400, S, "schedule"),
         id="end-before-start",
     ),
@@ -510,6 +518,18 @@ CASES: list[Any] = [
             headers={"If-Match": '"two"'},
         ),
         id="patch-if-match-not-a-number",
+    ),
+    pytest.param(
+        Case(
+            "PATCH",
+            f"/v1/jobs/{JOB_ID}",
+            400,
+            "invalid_request",
+            "If-Match",
+            body={"description": "new"},
+            headers={"If-Match": '"' + "1" * 19 + '"'},  # documented as at most 18 digits
+        ),
+        id="patch-if-match-19-digits",
     ),
     pytest.param(
         Case(

@@ -60,3 +60,25 @@ def test_the_resolvers_paths_and_methods_are_the_documents() -> None:
     assert {resource.path: set(resource.methods) for resource in app.resources.resources} == documented
     assert app.resources.find("/v1/jobs/a%3Ab/runs") is not None
     assert app.resources.find("/v1/jobs/a/b") is None
+
+
+def test_every_operation_documents_its_success_and_the_400_any_route_can_answer() -> None:
+    document = json.loads(openapi_document())
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            statuses = set(operation["responses"])
+            successes = {status for status in statuses if status.startswith("2")}
+            assert len(successes) == 1, (method, path, statuses)
+            (success,) = successes
+            assert operation["responses"][success]["content"]["application/json"]["schema"], (method, path)
+            assert "400" in statuses, (method, path)  # a body that is not JSON in UTF-8, on any route
+            if path != "/v1/health":
+                assert {"401", "429"} <= statuses, (method, path)
+
+
+def test_an_optional_body_is_an_object_or_nothing() -> None:
+    # The API refuses a JSON null body like any body that is not an object.
+    document = json.loads(openapi_document())
+    body = document["paths"]["/v1/jobs/{job_id}/pause"]["post"]["requestBody"]
+    assert not body.get("required")
+    assert body["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/PauseRequest"

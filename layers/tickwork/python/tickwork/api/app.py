@@ -51,6 +51,7 @@ from tickwork.domain.models import JobPatch, JobSpec, JobStatus
 from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
 from tickwork.errors import (
     IdempotencyKeyReused,
+    InvalidInput,
     MethodNotAllowed,
     RateLimited,
     TickworkError,
@@ -69,6 +70,7 @@ IdempotencyKey = Annotated[
 Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
 HEALTH_PATH = "/v1/health"
+IF_MATCH = r'^(W/)?"?[0-9]{1,18}"?$'
 
 
 def _utcnow() -> datetime:
@@ -76,17 +78,17 @@ def _utcnow() -> datetime:
 
 
 def _responses(
-    *statuses: int, success: tuple[int, type[BaseModel]] | None = None
+    success: type[BaseModel], *statuses: int, status: int = HTTPStatus.OK, public: bool = False
 ) -> dict[int, OpenAPIResponse]:
-    """OpenAPI responses: the error statuses a route can answer, and its success if not a plain 200. Every
-    authenticated route can answer 429 (the tenant's API rate limit, with ``Retry-After``)."""
+    """OpenAPI responses: the route's success and the error statuses it can answer. Every route can answer
+    400 (a request body that is not JSON in UTF-8 is refused on any route); every authenticated one 401 and
+    429 (the tenant's API rate limit, with ``Retry-After``)."""
+    errors = {*statuses, 400} if public else {*statuses, 400, 401, 429}
     responses: dict[int, OpenAPIResponse] = {
-        status: {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": ErrorBody}}}
-        for status in sorted({*statuses, 429})
+        code: {"description": HTTPStatus(code).phrase, "content": {JSON: {"model": ErrorBody}}}
+        for code in sorted(errors)
     }
-    if success is not None:
-        status, model = success
-        responses[status] = {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": model}}}
+    responses[status] = {"description": HTTPStatus(status).phrase, "content": {JSON: {"model": success}}}
     return responses
 
 
@@ -310,7 +312,7 @@ def build_app(
     @app.post(
         "/v1/jobs",
         summary="Create a job",
-        responses=_responses(400, 401, 409, 413, 422, 429, success=(201, JobOut)),
+        responses=_responses(JobOut, 409, 413, 422, status=HTTPStatus.CREATED),
     )
     def create_job(
         job: Annotated[JobSpec, Body()], idempotency_key: IdempotencyKey = None
@@ -327,14 +329,14 @@ def build_app(
         body = idempotent("create_job", create)(request=request) if idempotency_key else create(request)
         return json_response(HTTPStatus.CREATED, body)
 
-    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_responses(400, 401))
+    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_responses(JobPage))
     def list_jobs(
         status: Annotated[JobStatus | None, Query()] = None, limit: Limit = 50, cursor: Cursor = None
     ) -> JobPage:
         page = get_runtime().service.list_jobs(tenant(), status=status, limit=limit, cursor=cursor, now=now())
         return JobPage(items=[JobOut.of(details) for details in page.items], next_cursor=page.next_cursor)
 
-    @app.get("/v1/jobs/<job_id>", summary="Get a job", responses=_responses(400, 401, 404))
+    @app.get("/v1/jobs/<job_id>", summary="Get a job", responses=_responses(JobOut, 404))
     def get_job(job_id: JobId) -> Response[JobOut]:
         details = get_runtime().service.get_job(tenant(), job_id, now())
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
@@ -342,12 +344,21 @@ def build_app(
     @app.patch(
         "/v1/jobs/<job_id>",
         summary="Update the given fields of a job",
-        responses=_responses(400, 401, 404, 409, 413),
+        responses=_responses(JobOut, 404, 409, 413),
     )
     def update_job(
         job_id: JobId,
         patch: Annotated[JobPatch, Body()],
-        if_match: Annotated[str | None, Header(alias="if-match", max_length=64)] = None,
+        if_match: Annotated[
+            str | None,
+            Header(
+                alias="if-match",
+                max_length=64,
+                # Checked by _version_of, which says what is wrong in words rather than as a pattern.
+                json_schema_extra={"pattern": IF_MATCH},
+                description='The version the change expects, as the job\'s ETag: "3"',
+            ),
+        ] = None,
     ) -> Response[JobOut]:
         details = get_runtime().service.update_job(
             tenant(), job_id, patch, now(), if_match=_version_of(if_match)
@@ -355,20 +366,20 @@ def build_app(
         logger.info("job updated", extra={"job_id": job_id, "version": details.job.version})
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
 
-    @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_responses(400, 401, 404, 409))
+    @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_responses(JobOut, 404, 409))
     def pause_job(job_id: JobId, request: Annotated[PauseRequest | None, Body()] = None) -> JobOut:
         reason = request.reason if request else None
         details = get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now())
         logger.info("job paused", extra={"job_id": job_id})
         return JobOut.of(details)
 
-    @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_responses(401, 404, 409))
+    @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_responses(JobOut, 404, 409))
     def resume_job(job_id: JobId) -> JobOut:
         details = get_runtime().service.resume_job(tenant(), job_id, now())
         logger.info("job resumed", extra={"job_id": job_id})
         return JobOut.of(details)
 
-    @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_responses(401, 404))
+    @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_responses(JobOut, 404))
     def cancel_job(job_id: JobId) -> JobOut:
         details = get_runtime().service.cancel_job(tenant(), job_id, now())
         logger.info("job cancelled", extra={"job_id": job_id})
@@ -377,7 +388,7 @@ def build_app(
     @app.post(
         "/v1/jobs/<job_id>/trigger",
         summary="Run a job now",
-        responses=_responses(400, 401, 404, 409, 422, success=(202, RunOut)),
+        responses=_responses(RunOut, 404, 409, 422, status=HTTPStatus.ACCEPTED),
     )
     def trigger_job(job_id: JobId, idempotency_key: IdempotencyKey = None) -> Response[RunOut]:
         tenant_id = tenant()
@@ -395,21 +406,21 @@ def build_app(
     @app.get(
         "/v1/jobs/<job_id>/runs",
         summary="Run history of a job, newest first",
-        responses=_responses(400, 401, 404),
+        responses=_responses(RunPage, 404),
     )
     def list_runs(job_id: JobId, limit: Limit = 50, cursor: Cursor = None) -> RunPage:
         page = get_runtime().service.list_runs(tenant(), job_id, limit=limit, cursor=cursor, now=now())
         return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
 
     # --- runs ---------------------------------------------------------------------------------------------
-    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(400, 401, 404))
+    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(RunOut, 404))
     def get_run(run_id: RunId) -> RunOut:
         return RunOut.of(get_runtime().service.get_run(tenant(), run_id, now()))
 
     @app.post(
         "/v1/runs/<run_id>/retry",
         summary="Re-run a FAILED, DEAD or ABANDONED run",
-        responses=_responses(400, 401, 404, 409, success=(202, RunOut)),
+        responses=_responses(RunOut, 404, 409, status=HTTPStatus.ACCEPTED),
     )
     def retry_run(run_id: RunId) -> Response[RunOut]:
         run = get_runtime().service.retry_run(tenant(), run_id, now())
@@ -417,7 +428,9 @@ def build_app(
         return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
 
     # --- read-only ----------------------------------------------------------------------------------------
-    @app.post("/v1/schedule-preview", summary="Next fire times of a schedule", responses=_responses(400, 401))
+    @app.post(
+        "/v1/schedule-preview", summary="Next fire times of a schedule", responses=_responses(PreviewResponse)
+    )
     def schedule_preview(request: Annotated[PreviewRequest, Body()]) -> PreviewResponse:
         tenant()
         after = request.after or now()
@@ -425,11 +438,13 @@ def build_app(
             fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count)
         )
 
-    @app.get("/v1/stats", summary="The tenant's health", responses=_responses(401))
+    @app.get("/v1/stats", summary="The tenant's health", responses=_responses(StatsOut))
     def stats() -> StatsOut:
         return StatsOut.of(get_runtime().service.stats(tenant(), now()))
 
-    @app.get(HEALTH_PATH, summary="Liveness (no authentication)")
+    @app.get(
+        HEALTH_PATH, summary="Liveness (no authentication)", responses=_responses(HealthOut, public=True)
+    )
     def health() -> HealthOut:
         return HealthOut(status="ok")
 
@@ -440,12 +455,10 @@ def _version_of(if_match: str | None) -> int | None:
     """The job version an ``If-Match`` header names (an ETag such as ``"3"``)."""
     if if_match is None:
         return None
-    text = if_match.strip().removeprefix("W/").strip('"')
-    if not text.isdigit():
-        from tickwork.errors import InvalidInput
-
+    text = if_match.strip()
+    if not re.fullmatch(IF_MATCH, text):
         raise InvalidInput('If-Match must be a job version such as "3"', field="If-Match")
-    return int(text)
+    return int(text.removeprefix("W/").strip('"'))
 
 
 __all__ = ["build_app", "logger"]

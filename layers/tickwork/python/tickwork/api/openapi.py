@@ -34,9 +34,11 @@ def openapi_document() -> str:
 
 def _tidy(document: dict[str, Any]) -> dict[str, Any]:
     """Say what the API really answers: validation errors are 400s in tickwork's error shape (Powertools
-    documents them as 422 ``HTTPValidationError``), and the health route needs no token."""
+    documents them as 422 ``HTTPValidationError``), the health route needs no token, and an optional body is
+    an object or nothing (Powertools allows ``null``, which the API refuses like any body not an object)."""
     for path, operations in document["paths"].items():
         for operation in operations.values():
+            _no_null_body(operation)
             responses = operation.get("responses", {})
             if "HTTPValidationError" in json.dumps(responses.get("422", {})):
                 del responses["422"]
@@ -47,6 +49,17 @@ def _tidy(document: dict[str, Any]) -> dict[str, Any]:
         schemas.pop("HTTPValidationError", None)
         schemas.pop("ValidationError", None)
     return document
+
+
+def _no_null_body(operation: dict[str, Any]) -> None:
+    body = operation.get("requestBody")
+    if not body or body.get("required"):
+        return
+    for media in body.get("content", {}).values():
+        schema = media.get("schema", {})
+        kept = [option for option in schema.get("anyOf", []) if option != {"type": "null"}]
+        if len(kept) == 1 and len(schema["anyOf"]) == 2:
+            media["schema"] = {**{k: v for k, v in schema.items() if k != "anyOf"}, **kept[0]}
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from tickwork.app.service import JobDetails, TenantStats
 from tickwork.domain.models import (
+    GivenAsText,
     Instant,
     Job,
     JobSpec,
@@ -79,7 +80,7 @@ class PauseRequest(StrictModel):
 
 class PreviewRequest(StrictModel):
     schedule: Schedule
-    after: Instant | None = None
+    after: Annotated[Instant, GivenAsText] | None = None
     count: int = Field(10, ge=1, le=100)
 
 

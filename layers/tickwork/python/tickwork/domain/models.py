@@ -16,6 +16,7 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
@@ -74,6 +75,17 @@ Instant = Annotated[
 """An RFC 3339 timestamp with an offset, held as UTC, between 1970 and the end of year 9999."""
 
 
+def _given_as_text(value: Any) -> Any:
+    """A timestamp a client gives is an RFC 3339 string: pydantic would read a number as Unix time."""
+    if isinstance(value, int | float):
+        raise PydanticCustomError("datetime_type", "timestamp must be an RFC 3339 string")
+    return value
+
+
+GivenAsText = BeforeValidator(_given_as_text)
+"""For the timestamps of requests: a number is refused, not read as Unix time."""
+
+
 def _ceil_to_millisecond(value: datetime) -> datetime:
     below = value.microsecond % 1000
     return value + timedelta(microseconds=1000 - below) if below else value
@@ -88,11 +100,14 @@ def _to_rfc3339_exact(value: datetime) -> str:
 
 # Instants are stored and shown with millisecond precision. A finer fire time or start is rounded up, so the
 # stored job never fires before the time asked for.
-FireInstant = Annotated[Instant, AfterValidator(_ceil_to_millisecond), AfterValidator(_instant_in_range)]
+FireInstant = Annotated[
+    Instant, GivenAsText, AfterValidator(_ceil_to_millisecond), AfterValidator(_instant_in_range)
+]
 # An end keeps its microseconds (rounding it either way would admit a fire after it, or refuse an end just
 # after the start), so it reads back exactly as given.
 EndInstant = Annotated[
     AwareDatetime,
+    GivenAsText,
     AfterValidator(_instant_in_range),
     PlainSerializer(_to_rfc3339_exact, return_type=str, when_used="json"),
 ]
