@@ -1,0 +1,257 @@
+"""moto's DynamoDB without its whole-table operations.
+
+moto answers every query by sorting all the items of the table (and, for an index, by testing each of them),
+and backs up each table a transaction touches with a deep copy of all of it. Both cost O(table) per call:
+with 10,000 jobs a create took tens of milliseconds. The local stack installs three changes:
+
+- each table keeps, per global secondary index, its items' keys grouped by index partition and sorted by
+  index sort key, updated after every write; a query then hands moto's own query code only the candidates
+  (the index partition, narrowed to the sort key's range; or the table partition), and moto filters,
+  orders and pages them exactly as before;
+- a transaction saves only the items it touches, and puts them back if it fails;
+- the tables themselves are never deep-copied.
+
+Results are moto's own (it still applies every condition to the candidates), so the code under test sees
+the same answers; only the work done to find them changes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import threading
+from typing import Any
+
+_candidates = threading.local()
+_installed = False
+
+# Index sort key comparisons that bisect can narrow; moto re-checks every candidate anyway.
+_RANGES = {"EQ", "LE", "LT", "GE", "GT", "BETWEEN"}
+
+
+def _pk(item: Any) -> tuple[Any, ...]:
+    return (item.hash_key, item.range_key)
+
+
+def _sortable(value: Any) -> Any:
+    return value.cast_value if value is not None else None
+
+
+class IndexPartitions:
+    """One global secondary index of one table: index partition -> its items' (sort value, key), sorted."""
+
+    def __init__(self, index: Any):
+        self.name = index.name
+        self.hash_attribute = next(k["AttributeName"] for k in index.schema if k["KeyType"] == "HASH")
+        ranges = [k["AttributeName"] for k in index.schema if k["KeyType"] == "RANGE"]
+        self.range_attribute: str | None = ranges[0] if ranges else None
+        self.key_attributes = [self.hash_attribute, *ranges]
+        self.partitions: dict[Any, list[tuple[Any, ...]]] = {}
+        self.entries: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+
+    def refresh(self, pk: tuple[Any, ...], item: Any) -> None:
+        """Place (or remove) the item with primary key ``pk`` as it now is."""
+        old = self.entries.pop(pk, None)
+        if old is not None:
+            partition = self.partitions[old[0]]
+            del partition[bisect.bisect_left(partition, old[1])]
+            if not partition:
+                del self.partitions[old[0]]
+        if item is None or any(not item.attrs.get(name) for name in self.key_attributes):
+            return
+        partition_key = item.attrs[self.hash_attribute]
+        sort_value = _sortable(item.attrs[self.range_attribute]) if self.range_attribute else None
+        entry = (sort_value, _sortable(pk[0]), _sortable(pk[1]), pk)
+        bisect.insort(self.partitions.setdefault(partition_key, []), entry)
+        self.entries[pk] = (partition_key, entry)
+
+    def keys(self, partition_key: Any, comparison: str | None, values: list[Any]) -> list[tuple[Any, ...]]:
+        partition = self.partitions.get(partition_key, [])
+        if self.range_attribute is None or comparison not in _RANGES:
+            return [entry[3] for entry in partition]
+        low, high = 0, len(partition)
+        bounds = [_sortable(value) for value in values]
+        if comparison in ("EQ", "GE", "GT", "BETWEEN"):
+            low = bisect.bisect_left(partition, (bounds[0],), key=lambda entry: entry[:1])
+        if comparison in ("EQ", "LE", "LT", "BETWEEN"):
+            top = bounds[-1]
+            high = bisect.bisect_right(partition, (top,), key=lambda entry: entry[:1])
+        return [entry[3] for entry in partition[low:high]]
+
+
+def _indexes(table: Any) -> dict[str, IndexPartitions]:
+    found: dict[str, IndexPartitions] | None = table.__dict__.get("_tickwork_indexes")
+    if found is None:
+        found = {index.name: IndexPartitions(index) for index in table.global_indexes or []}
+        for item in _every_item(table):
+            for index in found.values():
+                index.refresh(_pk(item), item)
+        table.__dict__["_tickwork_indexes"] = found
+    return found
+
+
+def _every_item(table: Any) -> list[Any]:
+    if table.range_key_attr:
+        return [item for partition in table.items.values() for item in partition.values()]
+    return list(table.items.values())
+
+
+def _refresh(table: Any, hash_value: Any, range_value: Any) -> None:
+    indexes = _indexes(table)
+    if not indexes:
+        return
+    item = table.get_item(hash_value, range_value)
+    for index in indexes.values():
+        index.refresh((hash_value, range_value), item)
+
+
+def install() -> None:
+    """Patch moto's DynamoDB models in this process (once)."""
+    global _installed
+    if _installed:
+        return
+    import moto.dynamodb.models as backend_module
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    class _NoTableCopies:
+        """``copy`` as moto's backend module sees it: a Table is never deep-copied (the transaction below
+        saves the items it touches instead); anything else is."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    backend_module.copy = _NoTableCopies()  # type: ignore[assignment,attr-defined]
+
+    original_put, original_delete = Table.put_item, Table.delete_item
+    original_all_items, original_query = Table.all_items, Table.query
+    original_update = DynamoDBBackend.update_item
+    original_transact = DynamoDBBackend.transact_write_items
+
+    def put_item(self: Any, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        item = original_put(self, item_attrs, *args, **kwargs)
+        _refresh(self, item.hash_key, item.range_key)
+        return item
+
+    def delete_item(self: Any, hash_key: Any, range_key: Any) -> Any:
+        try:
+            return original_delete(self, hash_key, range_key)
+        finally:
+            _refresh(self, hash_key, range_key)
+
+    def update_item(self: Any, table_name: str, key: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original_update(self, table_name, key, *args, **kwargs)
+        finally:
+            table = self.tables.get(table_name)
+            try:
+                hash_value, range_value = self.get_keys_value(table, key)
+            except Exception:  # noqa: S110 - a malformed key: moto refused it, nothing was written
+                pass
+            else:
+                _refresh(table, hash_value, range_value)
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        saved: list[tuple[Any, Any, Any, Any]] = []
+        for entry in transact_items[:100]:
+            try:
+                body = next(iter(entry.values()))
+                table = self.tables[body["TableName"]]
+                hash_value, range_value = self.get_keys_value(table, body.get("Key") or body["Item"])
+            except Exception:  # noqa: S112 - a malformed entry: moto's own code refuses it below
+                continue
+            saved.append(
+                (table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value)))
+            )
+        try:
+            original_transact(self, transact_items)
+        except Exception:
+            for table, hash_value, range_value, before in reversed(saved):
+                if before is None:
+                    original_delete(table, hash_value, range_value)
+                elif range_value is not None:
+                    table.items[hash_value][range_value] = before
+                else:
+                    table.items[hash_value] = before
+                _refresh(table, hash_value, range_value)
+            raise
+
+    def all_items(self: Any) -> list[Any]:
+        candidates = getattr(_candidates, "items", None)
+        if candidates is None:
+            return original_all_items(self)
+        return sorted(candidates, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+
+    def query(
+        self: Any, hash_key: Any, range_comparison: Any, range_objs: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        index_name = kwargs.get("index_name", args[4] if len(args) > 4 else None)
+        _candidates.items = _query_candidates(
+            self, hash_key, range_comparison, range_objs, index_name, kwargs
+        )
+        try:
+            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+        finally:
+            _candidates.items = None
+
+    Table.put_item = put_item  # type: ignore[method-assign]
+    Table.delete_item = delete_item  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.query = query  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    _installed = True
+
+
+def _query_candidates(
+    table: Any, hash_key: Any, comparison: Any, values: Any, index_name: str | None, kwargs: dict[str, Any]
+) -> list[Any] | None:
+    """A superset of the items a query can return, or None to let moto look at every item."""
+    if not index_name:
+        if hash_key is None:
+            return None
+        partition = table.items.get(hash_key)
+        if partition is None:
+            return []
+        return list(partition.values()) if table.range_key_attr else [partition]
+    index = _indexes(table).get(index_name)
+    if index is None:
+        return None
+    conditions = dict(kwargs.get("hash_key_conditions") or [])
+    partition_key = conditions.get(index.hash_attribute, hash_key)
+    if partition_key is None or len(conditions) > 1 or len(kwargs.get("range_key_conditions") or []) > 1:
+        return None
+    keys = index.keys(partition_key, comparison, list(values or []))
+    return [item for item in (table.get_item(*pk) for pk in keys) if item is not None]
+
+
+def _backend() -> Any:
+    import os
+
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    return dynamodb_backends[DEFAULT_ACCOUNT_ID][os.environ.get("AWS_DEFAULT_REGION", "us-east-1")]
+
+
+def stored_item(table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The item with this key as moto stores it now (wire format), read without a request."""
+    backend = _backend()
+    table = backend.get_table(table_name)
+    item = table.get_item(*backend.get_keys_value(table, key))
+    return item.to_json()["Attributes"] if item is not None else None
+
+
+def load_item(table_name: str, item: dict[str, Any]) -> None:
+    """Store an item as it was saved (no condition, no request): restoring a snapshot or a journal."""
+    _backend().get_table(table_name).put_item(item)
+
+
+def drop_item(table_name: str, key: dict[str, Any]) -> None:
+    backend = _backend()
+    table = backend.get_table(table_name)
+    table.delete_item(*backend.get_keys_value(table, key))

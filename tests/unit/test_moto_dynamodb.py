@@ -1,0 +1,251 @@
+"""moto's DynamoDB as the local stack runs it (``tickwork_local.moto_dynamodb``): queries see only their
+partition, transactions save only the items they touch, and every answer is the one the same data gives
+when worked out by hand from a full scan."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.dynamodb.models.dynamo_type import Item
+from tickwork import tables
+from tickwork_local import moto_dynamodb
+
+TABLE = tables.JOBS.default_name
+
+
+@pytest.fixture
+def client() -> Any:
+    moto_dynamodb.install()
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(**tables.JOBS.create_table_kwargs())
+        yield dynamodb
+
+
+def job(number: int, *, shard: int | None, due: int | None, tenant: str = "acme") -> dict[str, Any]:
+    item: dict[str, Any] = {
+        tables.JOBS_PK: {"S": f"{tenant}#job-{number:05d}"},
+        tables.JOBS_SK: {"S": tables.JOB_SK},
+        tables.JOB_TENANT: {"S": tenant},
+        tables.JOB_ID: {"S": f"job-{number:05d}"},
+        "status": {"S": "ACTIVE"},
+    }
+    if shard is not None and due is not None:
+        item[tables.DUE_SHARD] = {"N": str(shard)}
+        item[tables.DUE_AT] = {"N": str(due)}
+    return item
+
+
+def due_query(client: Any, shard: int, **condition: Any) -> list[str]:
+    """Every page of a due-index query, as the planner runs it, with a small page size."""
+    found, start = [], None
+    while True:
+        kwargs: dict[str, Any] = {
+            "TableName": TABLE,
+            "IndexName": tables.DUE_INDEX,
+            "KeyConditionExpression": f"#s = :s AND {condition['expression']}",
+            "ExpressionAttributeNames": {"#s": tables.DUE_SHARD, "#d": tables.DUE_AT},
+            "ExpressionAttributeValues": {":s": {"N": str(shard)}, **condition["values"]},
+            "Limit": 7,
+            "ScanIndexForward": condition.get("forward", True),
+        }
+        if start:
+            kwargs["ExclusiveStartKey"] = start
+        page = client.query(**kwargs)
+        found += [item[tables.JOBS_PK]["S"] for item in page["Items"]]
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return found
+
+
+def by_hand(client: Any, shard: int, lowest: int, highest: int, *, forward: bool = True) -> list[str]:
+    items = client.scan(TableName=TABLE)["Items"]
+    chosen = [
+        item
+        for item in items
+        if tables.DUE_SHARD in item
+        and int(item[tables.DUE_SHARD]["N"]) == shard
+        and lowest <= int(item[tables.DUE_AT]["N"]) <= highest
+    ]
+    chosen.sort(
+        key=lambda item: (int(item[tables.DUE_AT]["N"]), item[tables.JOBS_PK]["S"]), reverse=not forward
+    )
+    return [item[tables.JOBS_PK]["S"] for item in chosen]
+
+
+def test_index_queries_answer_as_a_full_scan_would_after_random_writes(client: Any) -> None:
+    rng = random.Random(7)
+    for round_number in range(600):
+        number = rng.randrange(150)
+        action = rng.random()
+        if action < 0.45:
+            placed = rng.random() < 0.8
+            client.put_item(
+                TableName=TABLE,
+                Item=job(
+                    number,
+                    shard=rng.randrange(3) if placed else None,
+                    due=rng.randrange(50) if placed else None,
+                ),
+            )
+        elif action < 0.75:
+            key = {tables.JOBS_PK: {"S": f"acme#job-{number:05d}"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+            if rng.random() < 0.5:
+                client.update_item(
+                    TableName=TABLE,
+                    Key=key,
+                    UpdateExpression="SET #d = :d, #s = :s",
+                    ExpressionAttributeNames={"#d": tables.DUE_AT, "#s": tables.DUE_SHARD},
+                    ExpressionAttributeValues={
+                        ":d": {"N": str(rng.randrange(50))},
+                        ":s": {"N": str(rng.randrange(3))},
+                    },
+                )
+            else:  # the planner's way to take a job off the index
+                client.update_item(
+                    TableName=TABLE,
+                    Key=key,
+                    UpdateExpression="REMOVE #d, #s",
+                    ExpressionAttributeNames={"#d": tables.DUE_AT, "#s": tables.DUE_SHARD},
+                )
+        elif action < 0.9:
+            client.delete_item(
+                TableName=TABLE,
+                Key={tables.JOBS_PK: {"S": f"acme#job-{number:05d}"}, tables.JOBS_SK: {"S": tables.JOB_SK}},
+            )
+        else:
+            client.batch_write_item(
+                RequestItems={TABLE: [{"PutRequest": {"Item": job(number, shard=1, due=round_number % 50)}}]}
+            )
+        if round_number % 50 == 49:
+            for shard in range(3):
+                cut = rng.randrange(50)
+                low, high = sorted((rng.randrange(50), rng.randrange(50)))
+                # (key condition, its values, the lowest and highest due time it keeps)
+                cases: list[tuple[str, dict[str, Any], int, int]] = [
+                    ("#d <= :a", {":a": {"N": str(cut)}}, -1, cut),
+                    ("#d < :a", {":a": {"N": str(cut)}}, -1, cut - 1),
+                    ("#d >= :a", {":a": {"N": str(cut)}}, cut, 99),
+                    ("#d > :a", {":a": {"N": str(cut)}}, cut + 1, 99),
+                    ("#d = :a", {":a": {"N": str(cut)}}, cut, cut),
+                    ("#d BETWEEN :a AND :b", {":a": {"N": str(low)}, ":b": {"N": str(high)}}, low, high),
+                ]
+                for expression, values, lowest, highest in cases:
+                    for forward in (True, False):
+                        condition = {"expression": expression, "values": values, "forward": forward}
+                        expected = by_hand(client, shard, lowest, highest, forward=forward)
+                        assert due_query(client, shard, **condition) == expected
+
+
+def test_table_queries_see_their_partition_only(client: Any) -> None:
+    for number in range(40):
+        client.put_item(TableName=TABLE, Item=job(number, shard=0, due=number))
+        client.put_item(
+            TableName=TABLE,
+            Item={tables.JOBS_PK: {"S": f"acme#job-{number:05d}"}, tables.JOBS_SK: {"S": tables.LANE_SK}},
+        )
+    found = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "acme#job-00007"}},
+    )["Items"]
+    assert [item[tables.JOBS_SK]["S"] for item in found] == [tables.JOB_SK, tables.LANE_SK]
+    assert (
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": "nobody"}},
+        )["Items"]
+        == []
+    )
+
+
+def test_a_failed_transaction_leaves_items_and_index_as_they_were(client: Any) -> None:
+    client.put_item(TableName=TABLE, Item=job(1, shard=0, due=5))
+    client.put_item(TableName=TABLE, Item=job(2, shard=0, due=6))
+    before = sorted(client.scan(TableName=TABLE)["Items"], key=str)
+    with pytest.raises(ClientError) as refused:
+        client.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": TABLE, "Item": job(3, shard=0, due=1)}},
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": {
+                            tables.JOBS_PK: {"S": "acme#job-00001"},
+                            tables.JOBS_SK: {"S": tables.JOB_SK},
+                        },
+                        "UpdateExpression": "SET #d = :d",
+                        "ExpressionAttributeNames": {"#d": tables.DUE_AT},
+                        "ExpressionAttributeValues": {":d": {"N": "2"}},
+                    }
+                },
+                {
+                    "Delete": {
+                        "TableName": TABLE,
+                        "Key": {
+                            tables.JOBS_PK: {"S": "acme#job-00002"},
+                            tables.JOBS_SK: {"S": tables.JOB_SK},
+                        },
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": {
+                            tables.JOBS_PK: {"S": "acme#job-00009"},
+                            tables.JOBS_SK: {"S": tables.JOB_SK},
+                        },
+                        "ConditionExpression": "attribute_exists(pk)",
+                    }
+                },
+            ]
+        )
+    assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert sorted(client.scan(TableName=TABLE)["Items"], key=str) == before
+    condition = {"expression": "#d <= :a", "values": {":a": {"N": "100"}}}
+    assert due_query(client, 0, **condition) == ["acme#job-00001", "acme#job-00002"]
+
+
+def test_a_transaction_copies_the_items_it_touches_not_the_table(client: Any, monkeypatch: Any) -> None:
+    client.batch_write_item(
+        RequestItems={
+            TABLE: [{"PutRequest": {"Item": job(number, shard=0, due=number)}} for number in range(25)]
+        }
+    )
+    for start in range(25, 2000, 25):
+        client.batch_write_item(
+            RequestItems={
+                TABLE: [{"PutRequest": {"Item": job(n, shard=0, due=n)}} for n in range(start, start + 25)]
+            }
+        )
+    copies = []
+    original = Item.__deepcopy__
+
+    def counted(self: Item, memo: dict[int, Any]) -> Item:
+        copies.append(self)
+        return original(self, memo)
+
+    monkeypatch.setattr(Item, "__deepcopy__", counted)
+    client.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": TABLE, "Item": job(5000, shard=0, due=1)}},
+            {
+                "Update": {
+                    "TableName": TABLE,
+                    "Key": {tables.JOBS_PK: {"S": "acme#job-00001"}, tables.JOBS_SK: {"S": tables.JOB_SK}},
+                    "UpdateExpression": "SET #d = :d",
+                    "ExpressionAttributeNames": {"#d": tables.DUE_AT},
+                    "ExpressionAttributeValues": {":d": {"N": "2"}},
+                }
+            },
+        ]
+    )
+    # moto on its own deep-copies all 2,000 items of the table; here the two touched items (and the
+    # updated item's own copy that moto keeps for streams)
+    assert len(copies) <= 4
