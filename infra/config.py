@@ -135,7 +135,7 @@ class StageConfig(BaseModel):
         " either way; turn on to see each invocation's memory used",
     )
     worker_timeout_seconds: int = Field(120, ge=30, le=900)
-    max_receive_count: int = Field(5, ge=1, le=1000)
+    max_receive_count: int = Field(tables.RUN_QUEUE.max_receive_count, ge=1, le=1000)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
 
     # api

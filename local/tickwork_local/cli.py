@@ -34,6 +34,7 @@ ENV_TOKEN = "TICKWORK_TOKEN"  # noqa: S105 - the variable's name, not a token
 
 ENV_PORT = "TICKWORK_PORT"
 DEFAULT_LOCAL_PORT = 8000
+DEFAULT_DATA_DIR = ".tickwork"
 EXIT_OK = 0
 EXIT_FAILED = 1  # the API (or DynamoDB) answered with an error
 EXIT_USAGE = 2  # argparse's own code for bad arguments
@@ -879,11 +880,36 @@ def port_in_use(host: str, port: int) -> bool:
     import socket
 
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        # As the HTTP server binds: a port whose last connections linger in TIME_WAIT after a stop is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
             return True
     return False
+
+
+def reset_data_dir(directory: Path, *, confirmed: bool, answer: TextIO, out: TextIO) -> None:
+    """Delete the local stack's files in ``directory`` (its tables, journal, token and log), once the user
+    said yes; a directory that holds anything else keeps it."""
+    from tickwork_local.stack import DATA_FILES
+
+    found = [directory / name for name in DATA_FILES if (directory / name).exists()]
+    if not found:
+        out.write(f"nothing to reset in {directory}\n")
+        return
+    if not confirmed:
+        if not answer.isatty():
+            raise UsageError(f"--reset deletes every job and run in {directory}: add --yes to confirm")
+        out.write(f"delete every job, run and token kept in {directory}? [y/N] ")
+        out.flush()
+        if answer.readline().strip().lower() not in ("y", "yes"):
+            raise CliError("reset cancelled: nothing was deleted")
+    for path in found:
+        path.unlink()
+    if not any(directory.iterdir()):
+        directory.rmdir()
+    out.write(f"reset {directory}: {len(found)} files deleted\n")
 
 
 def cmd_local(args: argparse.Namespace, session: Session) -> int:
@@ -893,11 +919,16 @@ def cmd_local(args: argparse.Namespace, session: Session) -> int:
     port = local_port(args.port)
     if port_in_use(args.host, port):
         raise CliError(f"port {port} is in use on {args.host}: choose another with --port or {ENV_PORT}")
+    data_dir = None if args.ephemeral else (args.data_dir or DEFAULT_DATA_DIR)
+    if args.reset:
+        if data_dir is None:
+            raise UsageError("--reset wipes the data directory: it cannot go with --ephemeral")
+        reset_data_dir(Path(data_dir), confirmed=args.yes, answer=sys.stdin, out=sys.stdout)
     return run_local(
         host=args.host,
         port=port,
         quiet=args.quiet,
-        data_dir=args.data_dir,
+        data_dir=data_dir,
         log_file=args.log_file,
         tick_seconds=args.tick_seconds,
         workers=args.workers,
@@ -1180,9 +1211,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"port the API listens on (default ${ENV_PORT}, else {DEFAULT_LOCAL_PORT})",
     )
     local.add_argument("--quiet", action="store_true", help="print only the start-up banner, no status lines")
-    local.add_argument(
-        "--data-dir", metavar="DIR", help="keep the tables in DIR across restarts (default: start empty)"
+    kept = local.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help=f"keep jobs, runs and tokens in DIR, every write on disk before it is answered"
+        f" (default {DEFAULT_DATA_DIR})",
     )
+    kept.add_argument("--ephemeral", action="store_true", help="keep nothing: start empty, forget on exit")
+    local.add_argument(
+        "--reset", action="store_true", help="delete what the data directory keeps, then start (asks first)"
+    )
+    local.add_argument("--yes", action="store_true", help="with --reset: do not ask")
     local.add_argument("--log-file", metavar="FILE", help="write the handlers' logs to FILE")
     local.add_argument(
         "--tick-seconds",

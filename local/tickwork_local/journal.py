@@ -6,9 +6,11 @@ client call returns, so before the API answers. A restart loads the last snapsho
 over it, in order; states, not operations, so applying a line twice changes nothing. Compaction writes a
 new snapshot and empties the journal, while no write is in progress.
 
-The hook sits on the process's boto3 session, like the lock that makes moto's writes atomic
-(``tickwork_local.atomic``), and runs inside that lock, so the journal's order is the order the writes took
-effect. The code under test is the same as on AWS: only the session's event hooks are local.
+The hooks sit on the process's boto3 session, like the lock that makes moto's writes atomic
+(``tickwork_local.atomic``). A write's states are appended inside that lock, so the journal's order is the
+order the writes took effect; the fsync waits until the lock is released, and one fsync covers every write
+appended before it (group commit), so writers in several threads share their syncs. The code under test is
+the same as on AWS: only the session's event hooks are local.
 """
 
 from __future__ import annotations
@@ -63,11 +65,14 @@ def written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dict
     return []
 
 
-class Journal:
-    """Appends after-images of the items each successful write touched; ``read`` is a fresh, unhooked
-    DynamoDB client on the same endpoint, used to see them."""
+ItemReader = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
 
-    def __init__(self, directory: Path, read: Any, *, sync: Callable[[int], None] = os.fsync):
+
+class Journal:
+    """Appends after-images of the items each successful write touched; ``read`` gives an item as stored now
+    (wire format), or None."""
+
+    def __init__(self, directory: Path, read: ItemReader, *, sync: Callable[[int], None] = os.fsync):
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / JOURNAL_FILE
         self.read = read
@@ -75,13 +80,18 @@ class Journal:
         self.lines = 0
         self._file = self.path.open("ab")
         self._pending = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the file and the count of appended writes
+        self._appended = 0
+        self._synced = 0
+        self._syncing = False
+        self._synced_changed = threading.Condition()
 
     def attach(self, events: Any) -> None:
-        """Register on a botocore session's events. The after-call hook goes first, so that it runs while
-        the atomicity lock is still held."""
+        """Register on a botocore session's events. The append is the first after-call hook, so it runs while
+        the atomicity lock is still held; the wait for the fsync is the last, after the lock's release."""
         events.register("provide-client-params.dynamodb", self._remember)
         events.register_first("after-call.dynamodb", self._record)
+        events.register_last("after-call.dynamodb", self._await_sync)
 
     def _remember(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         if model.name in WRITES:
@@ -93,20 +103,45 @@ class Journal:
         if request is None or model.name != request[0] or "Error" in parsed:
             return
         operation, params = request
-        states = []
-        for table, key, kind in written_keys(operation, params):
-            if kind == "check":
-                continue
-            found = self.read.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-            states.append({"table": table, "key": key, "item": found})
+        states = [
+            {"table": table, "key": key, "item": self.read(table, key)}
+            for table, key, kind in written_keys(operation, params)
+            if kind != "check"
+        ]
         if not states:
             return
         payload = b"".join(json.dumps(state, separators=(",", ":")).encode() + b"\n" for state in states)
         with self._lock:
             self._file.write(payload)
-            self._file.flush()
-            self.sync(self._file.fileno())
+            self._appended += 1
             self.lines += len(states)
+            self._pending.appended = self._appended
+
+    def _await_sync(self, **_: Any) -> None:
+        """Return once this thread's last write is on disk: one thread syncs for everyone waiting."""
+        mine = getattr(self._pending, "appended", 0)
+        self._pending.appended = 0
+        if mine:
+            self.wait_synced(mine)
+
+    def wait_synced(self, appended: int) -> None:
+        with self._synced_changed:
+            while self._synced < appended:
+                if self._syncing:
+                    self._synced_changed.wait()
+                    continue
+                self._syncing = True
+                self._synced_changed.release()
+                try:
+                    with self._lock:
+                        self._file.flush()
+                        covered = self._appended
+                    self.sync(self._file.fileno())
+                finally:
+                    self._synced_changed.acquire()
+                    self._syncing = False
+                    self._synced_changed.notify_all()
+                self._synced = max(self._synced, covered)
 
     def truncate(self) -> None:
         """Empty the journal (after a snapshot holds everything in it)."""
@@ -115,6 +150,10 @@ class Journal:
             self._file.flush()
             self.sync(self._file.fileno())
             self.lines = 0
+            covered = self._appended
+        with self._synced_changed:
+            self._synced = max(self._synced, covered)
+            self._synced_changed.notify_all()
 
     def close(self) -> None:
         with self._lock:

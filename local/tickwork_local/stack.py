@@ -26,9 +26,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tickwork_local.journal import JOURNAL_FILE
+
 LOCAL_REGION = "us-east-1"
 LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pile up: keep few in flight
-LOCAL_DUE_SHARDS = 2  # moto's index queries cost O(table size): few shards, one query each per tick
+LOCAL_DUE_SHARDS = 2  # one machine needs no spread of index writes: fewer queries per tick
 LOCAL_ATTENTION_SHARDS = 1
 SNAPSHOT_FILE = "tables.json"
 # The journal is folded into a new snapshot once it holds this many item states (checked every few seconds).
@@ -36,7 +38,11 @@ COMPACT_AFTER_LINES = 20_000
 COMPACT_CHECK_SECONDS = 5.0
 # The Lambda handlers live in the repository's functions/ folder, beside this package.
 REPOSITORY = Path(__file__).resolve().parents[2]
+AUTHORIZER_CACHE_SECONDS = 300  # as deployed (infra.config.StageConfig.authorizer_cache_seconds)
 DEFAULT_TOKEN_FILE = "default-token"  # noqa: S105 - a file name
+LOG_FILE = "tickwork.log"
+# What a data directory holds: `tickwork local --reset` deletes these and nothing else.
+DATA_FILES = (SNAPSHOT_FILE, SNAPSHOT_FILE + ".tmp", JOURNAL_FILE, DEFAULT_TOKEN_FILE, LOG_FILE)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -69,6 +75,33 @@ class LocalMetrics:
                 if at >= cutoff:
                     found.setdefault(name, []).append(value)
         return found
+
+
+class CachedAuthorizer:
+    """API Gateway keeps a TOKEN authorizer's policy for each token for the stage's cache time (300 s as
+    deployed, ``authorizer_cache_seconds``) and calls the function again only after it; so does the local
+    gateway. A refusal ("Unauthorized") is not kept."""
+
+    def __init__(self, handler: Any, seconds: float, clock: Any = time.monotonic):
+        self.handler = handler
+        self.seconds = seconds
+        self.clock = clock
+        self.policies: dict[str, tuple[float, Any]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        token = event["authorizationToken"]
+        with self.lock:
+            kept = self.policies.get(token)
+        if kept is not None and self.clock() < kept[0]:
+            return kept[1]
+        policy = self.handler(event, context)
+        if self.seconds > 0:
+            with self.lock:
+                if len(self.policies) > 10_000:
+                    self.policies.clear()
+                self.policies[token] = (self.clock() + self.seconds, policy)
+        return policy
 
 
 class WorkerStopped(Exception):
@@ -120,9 +153,17 @@ def stop_moto_instance_tracking() -> None:
 
 @contextmanager
 def moto_server(host: str) -> Iterator[str]:
+    """moto in this process: the stack's own boto3 clients call it directly (no HTTP, a third of the time
+    per call), and a server on a free loopback port shows the same tables and queues to other processes."""
+    from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
+    from tickwork_local import moto_dynamodb
+
     stop_moto_instance_tracking()
+    moto_dynamodb.install()
+    mock = mock_aws()
+    mock.start()
     port = free_port(host)
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
@@ -130,6 +171,7 @@ def moto_server(host: str) -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+        mock.stop()
 
 
 class LocalStack:
@@ -149,7 +191,7 @@ class LocalStack:
         self.port = port
         self.quiet = quiet
         self.data_dir = Path(data_dir) if data_dir else None
-        self.log_file = Path(log_file) if log_file else (self.data_dir or Path(".tickwork")) / "tickwork.log"
+        self.log_file = Path(log_file) if log_file else (self.data_dir or Path(".tickwork")) / LOG_FILE
         self.tick_seconds = tick_seconds
         self.restored_jobs: list[tuple[str, str]] = []
         self.workers = workers
@@ -168,6 +210,9 @@ class LocalStack:
         self.restart_lock = threading.Lock()
         self.sweeps = SweepTotals()
         self.journal: Any = None
+        self.authorizer_seconds = float(
+            os.environ.get("TICKWORK_AUTHORIZER_CACHE_SECONDS", AUTHORIZER_CACHE_SECONDS)
+        )
 
     # --- set-up -------------------------------------------------------------------------------------------
     def configure_clients(self) -> None:
@@ -181,9 +226,8 @@ class LocalStack:
         assert boto3.DEFAULT_SESSION is not None
         serialise_dynamodb(boto3.DEFAULT_SESSION.events)
 
-    def configure_environment(self, endpoint: str) -> None:
+    def configure_environment(self) -> None:
         os.environ.update(
-            AWS_ENDPOINT_URL=endpoint,
             AWS_ACCESS_KEY_ID="local",
             AWS_SECRET_ACCESS_KEY="local",  # noqa: S106 - moto accepts any
             AWS_DEFAULT_REGION=os.environ.get("AWS_DEFAULT_REGION", LOCAL_REGION),
@@ -196,7 +240,9 @@ class LocalStack:
             TICKWORK_DUE_SHARDS=str(LOCAL_DUE_SHARDS),
             TICKWORK_ATTENTION_SHARDS=str(LOCAL_ATTENTION_SHARDS),
         )
+        # The stack's clients reach moto in process; an endpoint would send them over HTTP instead.
         os.environ.pop("AWS_PROFILE", None)
+        os.environ.pop("AWS_ENDPOINT_URL", None)
 
     def configure_logging(self) -> None:
         """Structured logs go to a file; the console keeps the banner and the status line."""
@@ -230,36 +276,51 @@ class LocalStack:
                     TimeToLiveSpecification={"Enabled": True, "AttributeName": definition.ttl_attribute},
                 )
         sqs = boto3.client("sqs")
-        urls = {}
+        urls: dict[str, str] = {}
+        arns: dict[str, str] = {}
         for queue in tables.ALL_QUEUES:
-            urls[queue.env_var] = sqs.create_queue(QueueName=queue.default_name)["QueueUrl"]
+            attributes: dict[str, Any] = dict(queue.attributes)
+            if queue.dead_letter is not None:  # the redrive the CDK stack gives the same queue
+                attributes["RedrivePolicy"] = json.dumps(
+                    {
+                        "deadLetterTargetArn": arns[queue.dead_letter.logical_name],
+                        "maxReceiveCount": queue.max_receive_count,
+                    }
+                )
+            url = sqs.create_queue(QueueName=queue.default_name, Attributes=attributes)["QueueUrl"]  # type: ignore[arg-type]
+            urls[queue.env_var] = url
+            arns[queue.logical_name] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+                "Attributes"
+            ]["QueueArn"]
         os.environ.update(urls)
         return urls
 
     def restore(self) -> int:
-        """Put back the tables as the last snapshot and the journal after it leave them; returns how many
-        items and item states were applied. The jobs ACTIVE afterwards are replanned."""
+        """Put back the tables as the last snapshot and the journal after it leave them, straight into moto;
+        returns how many items and item states were applied. The jobs ACTIVE afterwards are replanned."""
         if self.data_dir is None:
             return 0
-        import boto3
         from tickwork import tables
 
         from tickwork_local.journal import replay
+        from tickwork_local.moto_dynamodb import drop_item, load_item
 
-        dynamodb = boto3.client("dynamodb")
         count = 0
         if (self.data_dir / SNAPSHOT_FILE).exists():
             snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
             for table, items in snapshot.items():
                 for item in items:
-                    dynamodb.put_item(TableName=table, Item=item)
+                    load_item(table, item)
                     count += 1
         for state in replay(self.data_dir):
             if state["item"] is None:
-                dynamodb.delete_item(TableName=state["table"], Key=state["key"])
+                drop_item(state["table"], state["key"])
             else:
-                dynamodb.put_item(TableName=state["table"], Item=state["item"])
+                load_item(state["table"], state["item"])
             count += 1
+        import boto3
+
+        dynamodb = boto3.client("dynamodb")
         for page in dynamodb.get_paginator("scan").paginate(TableName=tables.JOBS.default_name):
             for item in page["Items"]:
                 if item.get("status") == {"S": "ACTIVE"} and tables.JOB_ID in item:
@@ -274,10 +335,10 @@ class LocalStack:
         import boto3
 
         from tickwork_local.journal import Journal
+        from tickwork_local.moto_dynamodb import stored_item
 
         self.save()
-        read = boto3.session.Session().client("dynamodb")  # its own session: not locked, not journaled
-        self.journal = Journal(self.data_dir, read)
+        self.journal = Journal(self.data_dir, stored_item)
         self.journal.truncate()
         assert boto3.DEFAULT_SESSION is not None
         self.journal.attach(boto3.DEFAULT_SESSION.events)
@@ -525,7 +586,7 @@ class LocalStack:
         if str(REPOSITORY) not in sys.path:
             sys.path.insert(0, str(REPOSITORY))
         with moto_server(self.host if self.host != "0.0.0.0" else "127.0.0.1") as endpoint:  # noqa: S104
-            self.configure_environment(endpoint)
+            self.configure_environment()
             self.configure_clients()
             from tickwork.runtime import runtime
 
@@ -543,7 +604,10 @@ class LocalStack:
             self.replan_restored()
             tenants = self.seed_tenants()
             server = serve(
-                Gateway(HandlerPool(make_api_handler), authorizer_handler),
+                Gateway(
+                    HandlerPool(make_api_handler),
+                    CachedAuthorizer(authorizer_handler, self.authorizer_seconds),
+                ),
                 self.host,
                 self.port,
                 ready=self.ready.is_set,
@@ -597,18 +661,37 @@ class LocalStack:
         for tenant_id, token, secret in tenants:
             lines.append(f"tenant {tenant_id}: token {token} signing secret {secret}")
         tenant_id, token, secret = tenants[0]
+        program = cli_program()
+        api_url = "" if url == "http://127.0.0.1:8000" else f"TICKWORK_API_URL={url} "
         lines += [
             "",
-            f"Try it (start a receiver first: tickwork receive --port 9000 --secret {secret}):",
+            f"Try it (start a receiver first: {program} receive --port 9000 --secret {secret}):",
             f"  curl -s -X POST {url}/v1/jobs -H 'Authorization: Bearer {token}' \\",
             "    -H 'Content-Type: application/json' \\",
             '    -d \'{"name": "hello", "schedule": {"type": "rate", "every_seconds": 10},'
             ' "target": {"type": "http", "url": "http://127.0.0.1:9000/hook"}, "payload": {"hi": 1}}\'',
-            f"  TICKWORK_TOKEN={token} tickwork jobs list",
+            f"  {api_url}TICKWORK_TOKEN={token} {program} jobs list",
             "Ctrl-C stops.",
         ]
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
+
+
+def cli_program(cwd: Path | None = None) -> str:
+    """How to run the CLI from this shell: ``tickwork`` when that name on the PATH is this installation's,
+    else the script beside this Python (``.venv/bin/tickwork`` after `make run`), else ``python -m``."""
+    import shutil
+
+    script = Path(sys.executable).with_name("tickwork")
+    found = shutil.which("tickwork")
+    if found and script.exists() and Path(found).resolve() == script.resolve():
+        return "tickwork"
+    if script.exists():
+        try:
+            return str(script.absolute().relative_to((cwd or Path.cwd()).absolute()))
+        except ValueError:
+            return str(script)
+    return f"{sys.executable} -m tickwork_local.cli"
 
 
 @contextmanager

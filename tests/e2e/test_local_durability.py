@@ -3,6 +3,7 @@ restart, and every job that got a 201 is there unchanged, every run seen recorde
 
 from __future__ import annotations
 
+import http.client
 import random
 import signal
 import threading
@@ -41,8 +42,8 @@ def storm(
         }
         try:
             status, created = local.call("POST", "/v1/jobs", body=body)
-        except OSError:
-            return  # the stack is gone
+        except (OSError, http.client.HTTPException):
+            return  # the stack is gone, perhaps halfway through its answer: never accepted
         if status == 201:
             accepted[created["job_id"]] = created
 

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from tickwork import tables
 from tickwork_local.journal import JOURNAL_FILE, Journal, replay, written_keys
+from tickwork_local.moto_dynamodb import stored_item
 
 TABLE = tables.TENANTS.default_name
 KEY = tables.TENANTS.partition_key.name
@@ -32,11 +33,11 @@ def scan(client: Any) -> list[dict[str, Any]]:
 @pytest.fixture
 def journaled(tmp_path: Path) -> Any:
     with mock_aws():
-        session = boto3.session.Session(region_name="us-east-1")
+        session = boto3.session.Session()
         client = session.client("dynamodb")
         client.create_table(**tables.TENANTS.create_table_kwargs())
         syncs: list[int] = []
-        journal = Journal(tmp_path, boto3.session.Session(region_name="us-east-1").client("dynamodb"))
+        journal = Journal(tmp_path, stored_item)
         journal.sync = lambda fd: syncs.append(fd)
         journal.attach(session.events)
         try:
@@ -99,7 +100,7 @@ def test_replaying_the_journal_gives_back_the_tables(journaled: Any, tmp_path: P
     # Applied to an empty table, once or twice, the states leave the same items
     client.delete_table(TableName=TABLE)
     client.create_table(**tables.TENANTS.create_table_kwargs())
-    fresh = boto3.session.Session(region_name="us-east-1").client("dynamodb")
+    fresh = boto3.session.Session().client("dynamodb")
     for _ in range(2):
         for state in replay(tmp_path):
             if state["item"] is None:
@@ -137,3 +138,42 @@ def test_the_keys_each_kind_of_write_touches() -> None:
     }
     assert written_keys("BatchWriteItem", batch) == [(TABLE, item("p"), "write"), (TABLE, item("q"), "write")]
     assert written_keys("GetItem", {"TableName": TABLE, "Key": item("a")}) == []
+
+
+def test_writers_in_several_threads_share_fsyncs_and_each_returns_only_once_synced(
+    journaled: Any, tmp_path: Path
+) -> None:
+    import threading
+    import time
+
+    from tickwork_local.atomic import serialise_dynamodb
+
+    client, journal, syncs = journaled
+    serialise_dynamodb(client.meta.events)
+    synced_lines: list[int] = []
+
+    def slow_sync(fd: int) -> None:
+        time.sleep(0.02)  # a disk's fsync: other writers append meanwhile
+        syncs.append(fd)
+        synced_lines.append(sum(1 for _ in replay(tmp_path)))
+
+    journal.sync = slow_sync
+    returned_unsynced: list[str] = []
+
+    def writer(number: int) -> None:
+        for index in range(10):
+            name = f"w{number}-{index}"
+            client.put_item(TableName=TABLE, Item=item(name))
+            on_disk = synced_lines[-1] if synced_lines else 0
+            states = [state["key"][KEY]["S"] for state in list(replay(tmp_path))[:on_disk]]
+            if name not in states:
+                returned_unsynced.append(name)
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert returned_unsynced == []
+    assert journal.lines == 80
+    assert len(syncs) < 80 / 2  # one fsync per write would be 80

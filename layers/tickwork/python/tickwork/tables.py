@@ -209,16 +209,20 @@ class QueueDefinition:
     logical_name: str
     env_var: str
     attributes: dict[str, str] = field(default_factory=dict)
+    # Where a message goes after this many receives without a delete (on AWS and in the local stack alike).
+    dead_letter: QueueDefinition | None = None
+    max_receive_count: int = 5
 
     @property
     def default_name(self) -> str:
         return f"tickwork-{self.logical_name}"
 
 
-RUN_QUEUE = QueueDefinition("runs", "TICKWORK_RUN_QUEUE_URL")
 RUN_QUEUE_DLQ = QueueDefinition("runs-dlq", "TICKWORK_RUN_DLQ_URL")
+RUN_QUEUE = QueueDefinition("runs", "TICKWORK_RUN_QUEUE_URL", dead_letter=RUN_QUEUE_DLQ)
 DEAD_RUN_QUEUE = QueueDefinition("dead-runs", "TICKWORK_DEAD_RUN_QUEUE_URL")
-ALL_QUEUES: tuple[QueueDefinition, ...] = (RUN_QUEUE, RUN_QUEUE_DLQ, DEAD_RUN_QUEUE)
+# A dead-letter queue comes before the queue that names it, so it exists when that one is created.
+ALL_QUEUES: tuple[QueueDefinition, ...] = (RUN_QUEUE_DLQ, RUN_QUEUE, DEAD_RUN_QUEUE)
 
 
 # --- key builders -----------------------------------------------------------------------------------------

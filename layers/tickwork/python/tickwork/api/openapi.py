@@ -34,11 +34,15 @@ def openapi_document() -> str:
 
 def _tidy(document: dict[str, Any]) -> dict[str, Any]:
     """Say what the API really answers: validation errors are 400s in tickwork's error shape (Powertools
-    documents them as 422 ``HTTPValidationError``), the health route needs no token, and an optional body is
-    an object or nothing (Powertools allows ``null``, which the API refuses like any body not an object)."""
+    documents them as 422 ``HTTPValidationError``), the health route needs no token, and what is optional is
+    given or left out: Powertools allows ``null``, which is no value on the wire (``null`` in a header or a
+    query string is the text "null") and which the API refuses as a body."""
     for path, operations in document["paths"].items():
         for operation in operations.values():
             _no_null_body(operation)
+            for parameter in operation.get("parameters", []):
+                if not parameter.get("required"):
+                    parameter["schema"] = _without_null(parameter["schema"])
             responses = operation.get("responses", {})
             if "HTTPValidationError" in json.dumps(responses.get("422", {})):
                 del responses["422"]
@@ -56,10 +60,16 @@ def _no_null_body(operation: dict[str, Any]) -> None:
     if not body or body.get("required"):
         return
     for media in body.get("content", {}).values():
-        schema = media.get("schema", {})
-        kept = [option for option in schema.get("anyOf", []) if option != {"type": "null"}]
-        if len(kept) == 1 and len(schema["anyOf"]) == 2:
-            media["schema"] = {**{k: v for k, v in schema.items() if k != "anyOf"}, **kept[0]}
+        media["schema"] = _without_null(media.get("schema", {}))
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [X, null]`` becomes X (with the outer keywords kept); any other schema is left as it is."""
+    options = schema.get("anyOf", [])
+    kept = [option for option in options if option != {"type": "null"}]
+    if len(options) != 2 or len(kept) != 1:
+        return schema
+    return {**{key: value for key, value in schema.items() if key != "anyOf"}, **kept[0]}
 
 
 def main(argv: list[str]) -> int:

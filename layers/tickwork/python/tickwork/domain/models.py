@@ -175,7 +175,14 @@ Schedule = Annotated[OnceSchedule | CronSchedule | RateSchedule, Field(discrimin
 
 
 # --- targets ----------------------------------------------------------------------------------------------
+# The form _check_http_url asks for first, as the schema states it: an http(s) scheme, then an authority
+# without credentials or spaces (urlsplit would drop leading spaces and tabs, and read "http:x" as a path).
+HTTP_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\s]+([/?#][\s\S]*)?$"
+
+
 def _check_http_url(value: str) -> str:
+    if not re.fullmatch(HTTP_URL_PATTERN, value):
+        raise PydanticCustomError("invalid_url", "url must be http:// or https:// and a host")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https"):
         raise PydanticCustomError("invalid_url", "url must use http or https")
@@ -190,7 +197,12 @@ def _check_http_url(value: str) -> str:
     return value
 
 
-HttpUrl = Annotated[str, StringConstraints(min_length=1, max_length=2048), AfterValidator(_check_http_url)]
+HttpUrl = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2048),
+    AfterValidator(_check_http_url),
+    Field(json_schema_extra={"pattern": HTTP_URL_PATTERN}),
+]
 
 
 class HttpTarget(StrictModel):
@@ -357,6 +369,14 @@ def _check_payload_size(payload: JsonValue) -> JsonValue:
 Payload = Annotated[JsonValue, AfterValidator(_check_payload_size)]
 
 
+# The bounds of a job's fields, shared by the create body and the patch body.
+MisfireGraceSeconds = Annotated[int, Field(ge=0, le=7 * 86_400)]
+BackfillLimit = Annotated[int, Field(ge=1, le=1000)]
+MaxConcurrentRuns = Annotated[int, Field(ge=1, le=50)]
+Description = Annotated[str, StringConstraints(max_length=1024)]
+JobTags = Annotated[Tags, Field(max_length=50)]
+
+
 class JobSpec(StrictModel):
     """What a tenant asks for: the body of ``POST /v1/jobs``."""
 
@@ -366,14 +386,14 @@ class JobSpec(StrictModel):
     payload: Payload = None
     retry: RetryPolicy = RetryPolicy()
     misfire_policy: MisfirePolicy = "fire_once"
-    misfire_grace_seconds: int = Field(60, ge=0, le=7 * 86_400)
-    backfill_limit: int = Field(100, ge=1, le=1000)
+    misfire_grace_seconds: MisfireGraceSeconds = 60
+    backfill_limit: BackfillLimit = 100
     overlap_policy: OverlapPolicy = "skip"
-    max_concurrent_runs: int | None = Field(None, ge=1, le=50)
+    max_concurrent_runs: MaxConcurrentRuns | None = None
     """With ``overlap_policy: allow``, at most this many runs at once; a fire beyond it is SKIPPED."""
     delivery: Delivery = "at_least_once"
-    description: Annotated[str, StringConstraints(max_length=1024)] | None = None
-    tags: Tags = Field(default_factory=dict, max_length=50)
+    description: Description | None = None
+    tags: JobTags = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _concurrency_with_allow(self) -> JobSpec:
@@ -385,22 +405,35 @@ class JobSpec(StrictModel):
         return self
 
 
-class JobPatch(StrictModel):
-    """The body of ``PATCH /v1/jobs/{job_id}``: every field optional, ``version`` for optimistic locking."""
+def _no_default_shown(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
 
-    name: JobName | None = None
-    schedule: dict[str, Any] | None = None
-    target: dict[str, Any] | None = None
-    payload: JsonValue = None
+
+def _given_or_kept() -> Any:
+    """A patch field that may be left out (the job keeps its value) but not set to ``null``: the field has no
+    default to reset to. Its schema shows no default, which would be a ``null`` the field refuses."""
+    return Field(None, json_schema_extra=_no_default_shown)
+
+
+class JobPatch(StrictModel):
+    """The body of ``PATCH /v1/jobs/{job_id}``, a JSON merge patch: a field left out is kept, ``null`` resets
+    a field to its default (``name``, ``schedule`` and ``target`` have none, so they take no ``null``).
+    ``schedule``, ``target`` and ``retry`` merge key by key into the job's, and the merged job is checked
+    whole; every other field has the bounds it has at create. ``version`` for optimistic locking."""
+
+    name: JobName = _given_or_kept()
+    schedule: dict[str, Any] = _given_or_kept()
+    target: dict[str, Any] = _given_or_kept()
+    payload: Payload = None
     retry: dict[str, Any] | None = None
     misfire_policy: MisfirePolicy | None = None
-    misfire_grace_seconds: int | None = None
-    backfill_limit: int | None = None
+    misfire_grace_seconds: MisfireGraceSeconds | None = None
+    backfill_limit: BackfillLimit | None = None
     overlap_policy: OverlapPolicy | None = None
-    max_concurrent_runs: int | None = None
+    max_concurrent_runs: MaxConcurrentRuns | None = None
     delivery: Delivery | None = None
-    description: str | None = None
-    tags: dict[str, Any] | None = None
+    description: Description | None = None
+    tags: JobTags | None = None
     version: int | None = Field(None, ge=1)
 
     def changes(self) -> dict[str, Any]:
