@@ -101,7 +101,8 @@ def section(rates: list[float] | None = None) -> str:
             + f" | {before:.1f} |",
             "",
             f"Ratio {now / before:.2f}x. Since the journal: moto in process rather than over HTTP, no",
-            "whole-table copy per transaction or whole-table sort per query (`tickwork_local/moto_dynamodb.py`),",
+            "whole-table copy per transaction or whole-table sort per query",
+            "(`tickwork_local/moto_dynamodb.py`),",
             "group commit (one fsync for every write appended before it), and the authorizer's answer kept",
             "per token as API Gateway's cache does. Not yet met: 200 creates/s with 10,000 jobs registered.",
         ]
