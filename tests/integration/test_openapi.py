@@ -82,3 +82,10 @@ def test_an_optional_body_is_an_object_or_nothing() -> None:
     body = document["paths"]["/v1/jobs/{job_id}/pause"]["post"]["requestBody"]
     assert not body.get("required")
     assert body["content"]["application/json"]["schema"]["$ref"] == "#/components/schemas/PauseRequest"
+
+
+def test_the_rule_between_max_concurrent_runs_and_overlap_policy_is_in_the_schema() -> None:
+    # A schema-valid create is then not refused for it (the fuzz's positive_data_acceptance)
+    schema = json.loads(openapi_document())["components"]["schemas"]["JobSpec"]
+    assert schema["if"]["required"] == ["max_concurrent_runs"]
+    assert schema["then"]["properties"]["overlap_policy"] == {"const": "allow"}

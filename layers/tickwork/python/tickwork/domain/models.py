@@ -380,6 +380,17 @@ JobTags = Annotated[Tags, Field(max_length=50)]
 class JobSpec(StrictModel):
     """What a tenant asks for: the body of ``POST /v1/jobs``."""
 
+    # The rule of _concurrency_with_allow, stated in the schema for clients (and fuzzers) that read it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {
+                "properties": {"max_concurrent_runs": {"type": "integer"}},
+                "required": ["max_concurrent_runs"],
+            },
+            "then": {"properties": {"overlap_policy": {"const": "allow"}}, "required": ["overlap_policy"]},
+        }
+    )
+
     name: JobName
     schedule: Schedule
     target: Target
