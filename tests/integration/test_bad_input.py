@@ -298,6 +298,14 @@ CASES: list[Any] = [
         id="url-with-credentials",
     ),
     pytest.param(
+        expect(create(target=http(url=" https://hooks.example.com/run")), 400, T, "target.url"),
+        id="url-after-a-space",  # urlsplit would drop the space; the document's pattern refuses it
+    ),
+    pytest.param(
+        expect(create(target=http(url="https:hooks.example.com/run")), 400, T, "target.url"),
+        id="url-without-slashes",
+    ),
+    pytest.param(
         expect(create(target=http(timeout_seconds=0)), 400, T, "target.timeout_seconds"),
         id="timeout-0",
     ),
@@ -472,6 +480,35 @@ CASES: list[Any] = [
     pytest.param(
         Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, FIELD, "version", body={"version": 0}),
         id="patch-version-0",
+    ),
+    # null resets a field to its default; these have none
+    pytest.param(
+        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, FIELD, "name", body={"name": None}),
+        id="patch-name-null",
+    ),
+    pytest.param(
+        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, S, "schedule", body={"schedule": None}),
+        id="patch-schedule-null",
+    ),
+    pytest.param(
+        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, T, "target", body={"target": None}),
+        id="patch-target-null",
+    ),
+    # a patch has the bounds of a create
+    pytest.param(
+        Case(
+            "PATCH",
+            f"/v1/jobs/{JOB_ID}",
+            400,
+            FIELD,
+            "misfire_grace_seconds",
+            body={"misfire_grace_seconds": 7 * 86_400 + 1},
+        ),
+        id="patch-misfire-grace-over-a-week",
+    ),
+    pytest.param(
+        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, FIELD, "tags", body={"tags": {"": "empty key"}}),
+        id="patch-tag-with-an-empty-key",
     ),
     pytest.param(
         Case(

@@ -67,6 +67,8 @@ def field_path(location: Iterable[Any]) -> str | None:
         part
         for i, part in enumerate(parts)
         if not (i > 0 and parts[i - 1] in ("schedule", "target") and part in _UNION_TAGS)
+        # pydantic names a refused dict key by the key, then "[key]": the field is the key (or the dict)
+        and part not in ("", "[key]")
     ]
     return ".".join(kept) or None
 
