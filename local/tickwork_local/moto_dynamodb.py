@@ -198,6 +198,8 @@ def install() -> None:
         finally:
             _candidates.items = None
 
+    _answer_items_as_json()
+    _reuse_parsed_expressions(backend_module)
     Table.put_item = put_item  # type: ignore[method-assign]
     Table.delete_item = delete_item  # type: ignore[method-assign]
     Table.all_items = all_items  # type: ignore[method-assign]
@@ -205,6 +207,89 @@ def install() -> None:
     DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
     _installed = True
+
+
+# Operations whose answers hold only items, keys, counts and capacities: plain JSON, as DynamoDB sends them.
+_ITEM_OPERATIONS = frozenset(
+    {
+        "BatchGetItem",
+        "BatchWriteItem",
+        "DeleteItem",
+        "GetItem",
+        "PutItem",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+        "TransactWriteItems",
+        "UpdateItem",
+    }
+)
+
+
+def _answer_items_as_json() -> None:
+    """moto answers through a serializer that walks the operation's output shape for every attribute value
+    (half the time of a GetItem). An item operation's answer is already in DynamoDB's wire format: it is
+    written out as JSON directly, as moto did before that serializer; anything else takes moto's path."""
+    import json
+
+    from moto.dynamodb.models.utilities import DynamoJsonEncoder, dynamo_to_dict
+    from moto.dynamodb.responses import DynamoResult
+
+    def keep_raw(self: Any, result: object) -> None:
+        self._raw = result
+        self._converted = None
+
+    def result(self: Any) -> object:
+        if self._converted is None:
+            self._converted = dynamo_to_dict(self._raw)
+        return self._converted
+
+    original_execute = DynamoResult.execute_result
+
+    def execute_result(self: Any, context: Any) -> Any:
+        if context.operation_model.name in _ITEM_OPERATIONS and isinstance(self._raw, dict):
+            body = json.dumps(
+                {key: value for key, value in self._raw.items() if value is not None}, cls=DynamoJsonEncoder
+            )
+            return 200, {"Content-Type": "application/x-amz-json-1.0"}, body
+        return original_execute(self, context)
+
+    DynamoResult.__init__ = keep_raw  # type: ignore[method-assign]
+    DynamoResult.result = property(result)  # type: ignore[assignment,method-assign]
+    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+
+
+def _reuse_parsed_expressions(backend_module: Any) -> None:
+    """moto parses an update expression and lexes a condition expression on every request, character by
+    character: a fifth of an UpdateItem. tickwork sends the same few expressions again and again, so each is
+    parsed once. moto's validator copies an update's tree before it changes it, and a condition's tokens are
+    rebuilt from the cache for each request, so nothing cached is ever altered."""
+    import functools
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    parser = backend_module.UpdateExpressionParser
+    parse_update = functools.lru_cache(maxsize=1024)(parser.make)
+
+    class CachedUpdateExpressionParser(parser):  # type: ignore[misc,valid-type]
+        @classmethod
+        def make(cls, expression: str) -> Any:
+            return parse_update(expression)
+
+    backend_module.UpdateExpressionParser = CachedUpdateExpressionParser
+
+    original_lex = ConditionExpressionParser._lex_condition_expression
+
+    @functools.lru_cache(maxsize=1024)
+    def lexed(expression: str) -> tuple[Any, ...]:
+        return tuple(original_lex(ConditionExpressionParser(expression, {}, {})))
+
+    def lex(self: Any) -> Any:
+        from collections import deque
+
+        return deque(node._replace(children=[]) for node in lexed(self.condition_expression))
+
+    ConditionExpressionParser._lex_condition_expression = lex  # type: ignore[method-assign]
 
 
 def _query_candidates(

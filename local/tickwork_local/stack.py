@@ -158,10 +158,12 @@ def moto_server(host: str) -> Iterator[str]:
     from moto import mock_aws
     from moto.server import ThreadedMotoServer
 
-    from tickwork_local import moto_dynamodb
+    from tickwork_local import moto_core, moto_dynamodb, moto_sqs
 
     stop_moto_instance_tracking()
+    moto_core.install()
     moto_dynamodb.install()
+    moto_sqs.install()
     mock = mock_aws()
     mock.start()
     port = free_port(host)

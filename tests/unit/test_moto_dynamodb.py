@@ -249,3 +249,119 @@ def test_a_transaction_copies_the_items_it_touches_not_the_table(client: Any, mo
     # moto on its own deep-copies all 2,000 items of the table; here the two touched items (and the
     # updated item's own copy that moto keeps for streams)
     assert len(copies) <= 4
+
+
+EVERY_TYPE: dict[str, Any] = {
+    "text": {"S": "héllo"},
+    "number": {"N": "12.5"},
+    "blob": {"B": b"\x00\xffbytes"},
+    "flag": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "texts": {"SS": ["a", "b"]},
+    "numbers": {"NS": ["1", "2"]},
+    "blobs": {"BS": [b"\x01", b"\x02"]},
+    "nested": {"M": {"list": {"L": [{"S": "x"}, {"N": "3"}, {"M": {"deep": {"B": b"\x10"}}}]}}},
+}
+
+
+def _every_type_item(number: int) -> dict[str, Any]:
+    return {**job(number, shard=0, due=number), **EVERY_TYPE}
+
+
+def test_item_answers_are_written_as_json_with_every_attribute_type_intact(
+    client: Any, monkeypatch: Any
+) -> None:
+    from moto.core.serialize import JSONSerializer
+
+    serialized: list[Any] = []
+    original = JSONSerializer.serialize
+
+    def counted(self: Any, result: Any) -> Any:
+        serialized.append(result)
+        return original(self, result)
+
+    monkeypatch.setattr(JSONSerializer, "serialize", counted)
+    key = {tables.JOBS_PK: {"S": "acme#job-00007"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    item = _every_type_item(7)
+    client.put_item(TableName=TABLE, Item=item)
+    assert client.get_item(TableName=TABLE, Key=key)["Item"] == item
+    assert client.query(
+        TableName=TABLE,
+        KeyConditionExpression="#pk = :pk",
+        ExpressionAttributeNames={"#pk": tables.JOBS_PK},
+        ExpressionAttributeValues={":pk": key[tables.JOBS_PK]},
+        ReturnConsumedCapacity="TOTAL",
+    )["Items"] == [item]
+    assert client.scan(TableName=TABLE)["Items"] == [item]
+    assert client.batch_get_item(RequestItems={TABLE: {"Keys": [key]}})["Responses"][TABLE] == [item]
+    assert client.transact_get_items(TransactItems=[{"Get": {"TableName": TABLE, "Key": key}}])[
+        "Responses"
+    ] == [{"Item": item}]
+    updated = client.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET #n = #n + :one",
+        ExpressionAttributeNames={"#n": "number"},
+        ExpressionAttributeValues={":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+    )["Attributes"]
+    assert updated == {**item, "number": {"N": "13.5"}}
+    assert client.delete_item(TableName=TABLE, Key=key, ReturnValues="ALL_OLD")["Attributes"] == updated
+    assert "Item" not in client.get_item(TableName=TABLE, Key=key)
+    assert serialized == []  # none of these took moto's shape-walking serializer
+    # An error still takes moto's path, with its code and message.
+    with pytest.raises(ClientError) as failed:
+        client.put_item(
+            TableName=TABLE,
+            Item=item,
+            ConditionExpression="attribute_exists(#pk)",
+            ExpressionAttributeNames={"#pk": tables.JOBS_PK},
+        )
+    assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+def test_a_cached_expression_is_evaluated_with_each_request_s_own_values(client: Any) -> None:
+    key = {tables.JOBS_PK: {"S": "acme#job-00001"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    client.put_item(TableName=TABLE, Item={**job(1, shard=0, due=1), "count": {"N": "0"}})
+    update = {
+        "TableName": TABLE,
+        "Key": key,
+        "UpdateExpression": "SET #c = #c + :step, #s = :next",
+        "ConditionExpression": "#s = :expected AND #c < :limit",
+        "ExpressionAttributeNames": {"#c": "count", "#s": "status"},
+        "ReturnValues": "ALL_NEW",
+    }
+    steps = [("ACTIVE", "PAUSED", "5"), ("PAUSED", "ACTIVE", "7")]
+    for expected, following, step in steps:
+        answer = client.update_item(
+            **update,
+            ExpressionAttributeValues={
+                ":step": {"N": step},
+                ":next": {"S": following},
+                ":expected": {"S": expected},
+                ":limit": {"N": "100"},
+            },
+        )["Attributes"]
+        assert answer["status"] == {"S": following}
+    assert answer["count"] == {"N": "12"}
+    for _ in range(2):  # a refusal is never cached as a success, nor a success as a refusal
+        with pytest.raises(ClientError) as refused:
+            client.update_item(
+                **update,
+                ExpressionAttributeValues={
+                    ":step": {"N": "1"},
+                    ":next": {"S": "X"},
+                    ":expected": {"S": "ACTIVE"},
+                    ":limit": {"N": "12"},
+                },
+            )
+        assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    for _ in range(2):
+        with pytest.raises(ClientError) as malformed:
+            client.update_item(
+                TableName=TABLE,
+                Key=key,
+                UpdateExpression="SET = :v",
+                ExpressionAttributeValues={":v": {"N": "1"}},
+            )
+        assert malformed.value.response["Error"]["Code"] == "ValidationException"

@@ -1,0 +1,145 @@
+"""moto's SQS without work per queued message on every call.
+
+moto reads the clock twice for every message of a queue each time it lists the visible ones, and builds all
+of a queue's attributes (three counts over every message) on each send, and again for each message a receive
+hands out (to read the retention period). With the planner's fires waiting in the queue as delayed messages,
+a receive of 10 cost 70 ms with 1,000 of them queued, and a send 10 ms. The local stack installs:
+
+- one clock reading per listing or count, in one pass over the messages;
+- sends and receives that read the attributes they need and never build the counts;
+- a waiting receive that wakes when the next delayed or in-flight message becomes visible, rather than at
+  the end of its one-second wait (a fire's message reached the worker up to a second late).
+
+What moto answers is unchanged; only the work done to answer it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any
+
+_installed = False
+_no_counts = threading.local()
+
+
+def _now_ms() -> float:
+    return time.time() * 1000.0
+
+
+def _counts(queue: Any) -> tuple[int, int, int]:
+    """(visible, delayed, not visible), as moto's three properties count them, from one clock reading."""
+    now = _now_ms()
+    visible = delayed = not_visible = 0
+    for message in queue._messages:
+        is_visible = now > message.visible_at
+        is_delayed = now < message.delayed_until
+        visible += is_visible and not is_delayed
+        delayed += is_delayed
+        not_visible += not is_visible
+    return visible, delayed, not_visible
+
+
+def _messages(queue: Any) -> list[Any]:
+    now = _now_ms()
+    return [
+        message for message in queue._messages if now > message.visible_at and not now < message.delayed_until
+    ]
+
+
+@contextmanager
+def _without_counts() -> Any:
+    previous = getattr(_no_counts, "active", False)
+    _no_counts.active = True
+    try:
+        yield
+    finally:
+        _no_counts.active = previous
+
+
+def install() -> None:
+    """Patch moto's SQS models (idempotent); moto's answers stay the same."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from moto.sqs import models
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+
+    queue_class: Any = models.Queue
+    backend_class: Any = models.SQSBackend
+    original_attributes = queue_class.attributes.fget
+
+    def attributes(queue: Any) -> dict[str, Any]:
+        if getattr(_no_counts, "active", False):
+            # The caller reads a setting, never a count: the counts cost a pass over every message.
+            queue._count_values = (0, 0, 0)
+        else:
+            queue._count_values = _counts(queue)
+        try:
+            return original_attributes(queue)  # type: ignore[no-any-return]
+        finally:
+            del queue._count_values
+
+    def count(position: int, fallback: Any) -> property:
+        def read(queue: Any) -> int:
+            values = getattr(queue, "_count_values", None)
+            return int(fallback(queue) if values is None else values[position])
+
+        return property(read)
+
+    queue_class.approximate_number_of_messages = count(0, lambda queue: len(_messages(queue)))
+    queue_class.approximate_number_of_messages_delayed = count(1, lambda queue: _counts(queue)[1])
+    queue_class.approximate_number_of_messages_not_visible = count(2, lambda queue: _counts(queue)[2])
+    queue_class.attributes = property(attributes)
+    queue_class.messages = property(_messages)
+
+    def wait_for_messages(queue: Any, timeout: int) -> None:
+        """Wait until a message is added or the next one held back (delayed, in flight) becomes visible."""
+        now = _now_ms()
+        upcoming = [
+            max(message.visible_at, message.delayed_until)
+            for message in queue._messages
+            if not (now > message.visible_at and not now < message.delayed_until)
+        ]
+        wait = timeout
+        if upcoming:
+            wait = min(timeout, max(0.0, (min(upcoming) - now) / 1000.0) + 0.002)
+        with queue._messages_lock:
+            queue._messages_lock.wait_for(lambda: _messages(queue), timeout=wait)
+
+    queue_class.wait_for_messages = wait_for_messages
+
+    def delete_message(queue: Any, receipt_handle: str) -> None:
+        """moto's delete in one pass (its own builds each message's list of handles, twice)."""
+        if receipt_handle in queue.deleted_messages:
+            return
+        kept: list[Any] = []
+        found = False
+        for message in queue._messages:
+            if message.receipt_handle == receipt_handle or receipt_handle in message._old_receipt_handles:
+                found = True
+                queue.pending_messages.discard(message)
+                queue.deleted_messages.update(message.all_receipt_handles)
+                continue
+            kept.append(message)
+        if not found:
+            raise ReceiptHandleIsInvalid()
+        queue._messages = kept
+
+    queue_class.delete_message = delete_message
+
+    def retention_valid(backend: Any, queue_name: str, message: Any) -> bool:
+        retention = backend.get_queue(queue_name).message_retention_period
+        return bool(int(retention) + message.sent_timestamp / 1000 > time.time())
+
+    backend_class.is_message_valid_based_on_retention_period = retention_valid
+
+    original_send = backend_class.send_message
+
+    def send_message(backend: Any, *args: Any, **kwargs: Any) -> Any:
+        with _without_counts():
+            return original_send(backend, *args, **kwargs)
+
+    backend_class.send_message = send_message
