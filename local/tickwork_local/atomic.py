@@ -32,3 +32,15 @@ def serialise_dynamodb(events: Any) -> None:
     events.register("before-call.dynamodb", _acquire)
     events.register("after-call.dynamodb", _release)
     events.register("after-call-error.dynamodb", _release)
+
+
+QUEUE_WRITES = ("SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch")
+
+
+def serialise_queue_writes(events: Any) -> None:
+    """Sends and deletes under the same lock, so that the journal's compaction (a snapshot, then an empty
+    journal, with the lock held) never falls between a queue's change and its journal line."""
+    for operation in QUEUE_WRITES:
+        events.register(f"before-call.sqs.{operation}", _acquire)
+        events.register(f"after-call.sqs.{operation}", _release)
+        events.register(f"after-call-error.sqs.{operation}", _release)

@@ -1,10 +1,17 @@
-"""The local stack's write-ahead journal: every DynamoDB write, on disk before its call returns.
+"""The local stack's write-ahead journal: every DynamoDB write and every queued fire, on disk before its call
+returns.
 
 moto keeps its tables in memory. With a data directory, the stack appends the state each successful write
 left behind (the items after it, or their absence) to ``journal.jsonl`` and fsyncs the file before the
 client call returns, so before the API answers. A restart loads the last snapshot and applies the journal
 over it, in order; states, not operations, so applying a line twice changes nothing. Compaction writes a
 new snapshot and empties the journal, while no write is in progress.
+
+tickwork's own queues are journaled the same way: a message sent is on disk (its id, body and the time it
+shows) before the send returns, so a fire the planner sent survives a crash exactly as sent, and the job's
+cursor, written after the send, never runs ahead of what the queue holds. Deletes and receive counts are
+appended without waiting for a sync: a delete lost in a crash only delivers its message again, which the run
+item absorbs, and a lost receive only counts one less towards the dead-letter queue.
 
 The hooks sit on the process's boto3 session, like the lock that makes moto's writes atomic
 (``tickwork_local.atomic``). A write's states are appended inside that lock, so the journal's order is the
@@ -24,8 +31,14 @@ from typing import Any
 
 from tickwork import tables
 
+from tickwork_local.atomic import QUEUE_WRITES
+
 JOURNAL_FILE = "journal.jsonl"
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
+QUEUE_CALLS = (*QUEUE_WRITES, "ReceiveMessage")
+QUEUES = frozenset(queue.default_name for queue in tables.ALL_QUEUES)
+# Receipt handles remembered from receives, to name the message a delete removes; old ones are forgotten.
+MAX_HANDLES = 100_000
 
 _BY_NAME = {definition.default_name: definition for definition in tables.ALL_TABLES}
 
@@ -66,16 +79,30 @@ def written_keys(operation: str, params: dict[str, Any]) -> list[tuple[str, dict
 
 
 ItemReader = Callable[[str, dict[str, Any]], "dict[str, Any] | None"]
+MessageReader = Callable[[str, str], "dict[str, Any] | None"]
+
+
+def queue_name(url: str) -> str:
+    return url.rstrip("/").rsplit("/", 1)[-1]
 
 
 class Journal:
     """Appends after-images of the items each successful write touched; ``read`` gives an item as stored now
     (wire format), or None."""
 
-    def __init__(self, directory: Path, read: ItemReader, *, sync: Callable[[int], None] = os.fsync):
+    def __init__(
+        self,
+        directory: Path,
+        read: ItemReader,
+        *,
+        read_message: MessageReader | None = None,
+        sync: Callable[[int], None] = os.fsync,
+    ):
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / JOURNAL_FILE
         self.read = read
+        self.read_message = read_message
+        self._handles: dict[str, tuple[str, str]] = {}  # receipt handle -> (queue, message id)
         self.sync = sync
         self.lines = 0
         self._file = self.path.open("ab")
@@ -92,9 +119,13 @@ class Journal:
         events.register("provide-client-params.dynamodb", self._remember)
         events.register_first("after-call.dynamodb", self._record)
         events.register_last("after-call.dynamodb", self._await_sync)
+        if self.read_message is not None:
+            events.register("provide-client-params.sqs", self._remember)
+            events.register_first("after-call.sqs", self._record_queue)
+            events.register_last("after-call.sqs", self._await_sync)
 
     def _remember(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        if model.name in WRITES:
+        if model.name in WRITES or model.name in QUEUE_CALLS:
             self._pending.request = (model.name, params)
 
     def _record(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
@@ -108,6 +139,9 @@ class Journal:
             for table, key, kind in written_keys(operation, params)
             if kind != "check"
         ]
+        self._append(states, wait=True)
+
+    def _append(self, states: list[dict[str, Any]], *, wait: bool) -> None:
         if not states:
             return
         payload = b"".join(json.dumps(state, separators=(",", ":")).encode() + b"\n" for state in states)
@@ -115,7 +149,52 @@ class Journal:
             self._file.write(payload)
             self._appended += 1
             self.lines += len(states)
-            self._pending.appended = self._appended
+            if wait:
+                self._pending.appended = self._appended
+
+    def _record_queue(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        request = getattr(self._pending, "request", None)
+        self._pending.request = None
+        if request is None or model.name != request[0] or "Error" in parsed or self.read_message is None:
+            return
+        operation, params = request
+        queue = queue_name(params["QueueUrl"])
+        if queue not in QUEUES:
+            return
+        if operation in ("SendMessage", "SendMessageBatch"):
+            sent = (
+                [parsed["MessageId"]]
+                if operation == "SendMessage"
+                else [entry["MessageId"] for entry in parsed.get("Successful", [])]
+            )
+            states = [
+                {"queue": queue, "message": self.read_message(queue, message_id)} for message_id in sent
+            ]
+            self._append([state for state in states if state["message"] is not None], wait=True)
+        elif operation == "ReceiveMessage":
+            received = parsed.get("Messages", [])
+            for message in received:
+                self._handles[message["ReceiptHandle"]] = (queue, message["MessageId"])
+            while len(self._handles) > MAX_HANDLES:
+                del self._handles[next(iter(self._handles))]
+            self._append(
+                [{"queue": queue, "received": message["MessageId"]} for message in received], wait=False
+            )
+        else:
+            handles = (
+                [params["ReceiptHandle"]]
+                if operation == "DeleteMessage"
+                else [
+                    entry["ReceiptHandle"]
+                    for entry in params.get("Entries", [])
+                    if entry["Id"] in {done["Id"] for done in parsed.get("Successful", [])}
+                ]
+            )
+            deleted = [self._handles.pop(handle, None) for handle in handles]
+            self._append(
+                [{"queue": where[0], "deleted": where[1]} for where in deleted if where is not None],
+                wait=False,
+            )
 
     def _await_sync(self, **_: Any) -> None:
         """Return once this thread's last write is on disk: one thread syncs for everyone waiting."""

@@ -331,6 +331,11 @@ def stored_item(table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
     return item.to_json()["Attributes"] if item is not None else None
 
 
+def stored_items(table_name: str) -> list[dict[str, Any]]:
+    """Every item of a table as moto stores it now (wire format), read without a request."""
+    return [item.to_json()["Attributes"] for item in _every_item(_backend().get_table(table_name))]
+
+
 def load_item(table_name: str, item: dict[str, Any]) -> None:
     """Store an item as it was saved (no condition, no request): restoring a snapshot or a journal."""
     _backend().get_table(table_name).put_item(item)

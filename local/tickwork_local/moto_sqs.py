@@ -143,3 +143,79 @@ def install() -> None:
             return original_send(backend, *args, **kwargs)
 
     backend_class.send_message = send_message
+
+
+# --- the journal's view of a queue -----------------------------------------------------------------------
+def _queue(name: str) -> Any:
+    import os
+
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    return sqs_backends[DEFAULT_ACCOUNT_ID][region].get_queue(name)
+
+
+def _state(message: Any) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "body": message.body,
+        "sent": message.sent_timestamp,
+        "shows_at": message.delayed_until,
+        "receives": message.approximate_receive_count,
+        "group_id": message.group_id,
+        "deduplication_id": message.deduplication_id,
+    }
+
+
+def stored_message(queue_name: str, message_id: str) -> dict[str, Any] | None:
+    """A message as moto holds it now, or None; a message just sent is found at the queue's end."""
+    for message in reversed(_queue(queue_name)._messages):
+        if message.id == message_id:
+            return _state(message)
+    return None
+
+
+def stored_messages(queue_name: str) -> list[dict[str, Any]]:
+    return [_state(message) for message in _queue(queue_name)._messages]
+
+
+class QueueLoader:
+    """Puts messages back into moto's queues as a snapshot and a journal leave them: a message in flight
+    when the stack stopped shows again at once, as after its visibility timeout; one still delayed shows
+    at its time; each keeps its receive count, so the dead-letter rule counts on."""
+
+    def __init__(self) -> None:
+        self.queues: dict[str, dict[str, Any]] = {}
+
+    def _messages(self, queue_name: str) -> dict[str, Any]:
+        if queue_name not in self.queues:
+            self.queues[queue_name] = {message.id: message for message in _queue(queue_name)._messages}
+        return self.queues[queue_name]
+
+    def put(self, queue_name: str, state: dict[str, Any]) -> None:
+        from moto.sqs.models import Message
+
+        message = Message(state["id"], state["body"])
+        message.sent_timestamp = state["sent"]
+        message.delayed_until = state["shows_at"]
+        message.approximate_receive_count = state["receives"]
+        message.group_id = state.get("group_id")
+        message.deduplication_id = state.get("deduplication_id")
+        self._messages(queue_name)[state["id"]] = message
+
+    def drop(self, queue_name: str, message_id: str) -> None:
+        self._messages(queue_name).pop(message_id, None)
+
+    def received(self, queue_name: str, message_id: str) -> None:
+        message = self._messages(queue_name).get(message_id)
+        if message is not None:
+            message.approximate_receive_count += 1
+
+    def finish(self) -> None:
+        for queue_name, messages in self.queues.items():
+            queue = _queue(queue_name)
+            with queue._messages_lock:
+                queue._messages = list(messages.values())
+                queue._pending_messages = set()
+                queue._messages_lock.notify_all()

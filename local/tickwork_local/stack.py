@@ -33,6 +33,8 @@ LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pil
 LOCAL_DUE_SHARDS = 2  # one machine needs no spread of index writes: fewer queries per tick
 LOCAL_ATTENTION_SHARDS = 1
 SNAPSHOT_FILE = "tables.json"
+# The snapshot's entry for the queues' messages: a name no DynamoDB table can have.
+QUEUES_KEY = "sqs:queues"
 # The journal is folded into a new snapshot once it holds this many item states (checked every few seconds).
 COMPACT_AFTER_LINES = 20_000
 COMPACT_CHECK_SECONDS = 5.0
@@ -298,28 +300,47 @@ class LocalStack:
         return urls
 
     def restore(self) -> int:
-        """Put back the tables as the last snapshot and the journal after it leave them, straight into moto;
-        returns how many items and item states were applied. The jobs ACTIVE afterwards are replanned."""
+        """Put back the tables and queues as the last snapshot and the journal after it leave them, straight
+        into moto; returns how many items, messages and states were applied. A snapshot written before the
+        queues were journaled has no messages: the jobs ACTIVE in it are replanned instead."""
         if self.data_dir is None:
             return 0
         from tickwork import tables
 
         from tickwork_local.journal import replay
         from tickwork_local.moto_dynamodb import drop_item, load_item
+        from tickwork_local.moto_sqs import QueueLoader
 
         count = 0
+        queues = QueueLoader()
+        legacy = False
         if (self.data_dir / SNAPSHOT_FILE).exists():
             snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
+            legacy = QUEUES_KEY not in snapshot
+            for queue, messages in snapshot.pop(QUEUES_KEY, {}).items():
+                for message in messages:
+                    queues.put(queue, message)
+                    count += 1
             for table, items in snapshot.items():
                 for item in items:
                     load_item(table, item)
                     count += 1
         for state in replay(self.data_dir):
-            if state["item"] is None:
-                drop_item(state["table"], state["key"])
-            else:
-                load_item(state["table"], state["item"])
+            if "table" in state:
+                if state["item"] is None:
+                    drop_item(state["table"], state["key"])
+                else:
+                    load_item(state["table"], state["item"])
+            elif "message" in state:
+                queues.put(state["queue"], state["message"])
+            elif "deleted" in state:
+                queues.drop(state["queue"], state["deleted"])
+            elif "received" in state:
+                queues.received(state["queue"], state["received"])
             count += 1
+        queues.finish()
+        if not legacy:
+            return count
         import boto3
 
         dynamodb = boto3.client("dynamodb")
@@ -336,13 +357,16 @@ class LocalStack:
             return
         import boto3
 
+        from tickwork_local.atomic import serialise_queue_writes
         from tickwork_local.journal import Journal
         from tickwork_local.moto_dynamodb import stored_item
+        from tickwork_local.moto_sqs import stored_message
 
         self.save()
-        self.journal = Journal(self.data_dir, stored_item)
+        self.journal = Journal(self.data_dir, stored_item, read_message=stored_message)
         self.journal.truncate()
         assert boto3.DEFAULT_SESSION is not None
+        serialise_queue_writes(boto3.DEFAULT_SESSION.events)
         self.journal.attach(boto3.DEFAULT_SESSION.events)
 
     def compact_loop(self) -> None:
@@ -375,16 +399,17 @@ class LocalStack:
     def save(self) -> None:
         if self.data_dir is None:
             return
-        import boto3
         from tickwork import tables
 
-        dynamodb = boto3.client("dynamodb")
-        snapshot = {}
-        for definition in tables.ALL_TABLES:
-            items: list[dict[str, Any]] = []
-            for page in dynamodb.get_paginator("scan").paginate(TableName=definition.default_name):
-                items.extend(page["Items"])
-            snapshot[definition.default_name] = items
+        from tickwork_local.moto_dynamodb import stored_items
+        from tickwork_local.moto_sqs import stored_messages
+
+        snapshot: dict[str, Any] = {
+            definition.default_name: stored_items(definition.default_name) for definition in tables.ALL_TABLES
+        }
+        snapshot[QUEUES_KEY] = {
+            queue.default_name: stored_messages(queue.default_name) for queue in tables.ALL_QUEUES
+        }
         self.data_dir.mkdir(parents=True, exist_ok=True)
         temporary = self.data_dir / (SNAPSHOT_FILE + ".tmp")
         with temporary.open("w") as written:
