@@ -25,8 +25,10 @@ from typing import Any
 _candidates = threading.local()
 _installed = False
 
-# Index sort key comparisons that bisect can narrow; moto re-checks every candidate anyway.
+# Index sort key comparisons that bisect can narrow; moto re-checks every candidate anyway. A key condition
+# expression names them by their operator, the legacy KeyConditions by these names.
 _RANGES = {"EQ", "LE", "LT", "GE", "GT", "BETWEEN"}
+_OPERATORS = {"=": "EQ", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE"}
 
 
 def _pk(item: Any) -> tuple[Any, ...]:
@@ -65,17 +67,38 @@ class IndexPartitions:
         bisect.insort(self.partitions.setdefault(partition_key, []), entry)
         self.entries[pk] = (partition_key, entry)
 
+    def build(self, items: list[Any]) -> None:
+        """Place every item at once (one sort per partition, rather than an insertion per item)."""
+        self.partitions.clear()
+        self.entries.clear()
+        for item in items:
+            if any(not item.attrs.get(name) for name in self.key_attributes):
+                continue
+            pk = _pk(item)
+            partition_key = item.attrs[self.hash_attribute]
+            sort_value = _sortable(item.attrs[self.range_attribute]) if self.range_attribute else None
+            entry = (sort_value, _sortable(pk[0]), _sortable(pk[1]), pk)
+            self.partitions.setdefault(partition_key, []).append(entry)
+            self.entries[pk] = (partition_key, entry)
+        for partition in self.partitions.values():
+            partition.sort()
+
     def keys(self, partition_key: Any, comparison: str | None, values: list[Any]) -> list[tuple[Any, ...]]:
         partition = self.partitions.get(partition_key, [])
+        comparison = _OPERATORS.get(comparison or "", (comparison or "").upper())
         if self.range_attribute is None or comparison not in _RANGES:
             return [entry[3] for entry in partition]
         low, high = 0, len(partition)
         bounds = [_sortable(value) for value in values]
-        if comparison in ("EQ", "GE", "GT", "BETWEEN"):
-            low = bisect.bisect_left(partition, (bounds[0],), key=lambda entry: entry[:1])
-        if comparison in ("EQ", "LE", "LT", "BETWEEN"):
-            top = bounds[-1]
-            high = bisect.bisect_right(partition, (top,), key=lambda entry: entry[:1])
+        sort_value = lambda entry: entry[:1]  # noqa: E731
+        if comparison in ("EQ", "GE", "BETWEEN"):
+            low = bisect.bisect_left(partition, (bounds[0],), key=sort_value)
+        elif comparison == "GT":
+            low = bisect.bisect_right(partition, (bounds[0],), key=sort_value)
+        if comparison in ("EQ", "LE", "BETWEEN"):
+            high = bisect.bisect_right(partition, (bounds[-1],), key=sort_value)
+        elif comparison == "LT":
+            high = bisect.bisect_left(partition, (bounds[-1],), key=sort_value)
         return [entry[3] for entry in partition[low:high]]
 
 
@@ -83,9 +106,9 @@ def _indexes(table: Any) -> dict[str, IndexPartitions]:
     found: dict[str, IndexPartitions] | None = table.__dict__.get("_tickwork_indexes")
     if found is None:
         found = {index.name: IndexPartitions(index) for index in table.global_indexes or []}
-        for item in _every_item(table):
-            for index in found.values():
-                index.refresh(_pk(item), item)
+        every = _every_item(table)
+        for index in found.values():
+            index.build(every)
         table.__dict__["_tickwork_indexes"] = found
     return found
 
@@ -199,6 +222,7 @@ def install() -> None:
             _candidates.items = None
 
     _answer_items_as_json()
+    _size_items_once()
     _reuse_parsed_expressions(backend_module)
     Table.put_item = put_item  # type: ignore[method-assign]
     Table.delete_item = delete_item  # type: ignore[method-assign]
@@ -257,6 +281,27 @@ def _answer_items_as_json() -> None:
     DynamoResult.__init__ = keep_raw  # type: ignore[method-assign]
     DynamoResult.result = property(result)  # type: ignore[assignment,method-assign]
     DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+
+
+def _size_items_once() -> None:
+    """moto checks an item's 400 KB limit as each attribute goes in, summing every attribute already there:
+    quadratic in the attributes, on every write (and a tenth of a second per thousand items restored).
+    Sizes only grow as attributes go in, so one check of the whole item refuses exactly what moto refuses."""
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+    from moto.dynamodb.models.utilities import bytesize
+
+    def build(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+        self.hash_key = hash_key
+        self.range_key = range_key
+        values = {key: DynamoType(value) for key, value in attrs.items()}
+        size = sum(bytesize(key) + value.size() for key, value in values.items())
+        if size > 405000:  # moto's own limit (DynamoDB's 400 KB, as measured)
+            raise ItemSizeTooLarge
+        self.attrs = LimitedSizeDict()
+        dict.update(self.attrs, values)
+
+    Item.__init__ = build  # type: ignore[method-assign]
 
 
 def _reuse_parsed_expressions(backend_module: Any) -> None:
@@ -336,9 +381,41 @@ def stored_items(table_name: str) -> list[dict[str, Any]]:
     return [item.to_json()["Attributes"] for item in _every_item(_backend().get_table(table_name))]
 
 
+def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
+    """Store many items as they were saved (a snapshot): moto accepted each once, so neither its checks nor
+    its size limit run again, and the indexes are built once at the end rather than item by item."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+
+    table = _backend().get_table(table_name)
+    hash_name, range_name = table.hash_key_attr, table.range_key_attr
+    for item in items:
+        stored: Any = Item.__new__(Item)
+        stored.hash_key = DynamoType(item[hash_name])
+        stored.range_key = DynamoType(item[range_name]) if range_name else None
+        stored.attrs = LimitedSizeDict()
+        dict.update(stored.attrs, {key: DynamoType(value) for key, value in item.items()})
+        if range_name:
+            table.items[stored.hash_key][stored.range_key] = stored
+        else:
+            table.items[stored.hash_key] = stored
+    table.__dict__.pop("_tickwork_indexes", None)
+    _indexes(table)
+
+
 def load_item(table_name: str, item: dict[str, Any]) -> None:
-    """Store an item as it was saved (no condition, no request): restoring a snapshot or a journal."""
-    _backend().get_table(table_name).put_item(item)
+    """Store an item as it was saved (no condition, no request, no validation: moto accepted it once):
+    restoring a snapshot or a journal."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    table = _backend().get_table(table_name)
+    hash_value = DynamoType(item[table.hash_key_attr])
+    range_value = DynamoType(item[table.range_key_attr]) if table.range_key_attr else None
+    stored = Item(hash_value, range_value, item)
+    if range_value is not None:
+        table.items[hash_value][range_value] = stored
+    else:
+        table.items[hash_value] = stored
+    _refresh(table, hash_value, range_value)
 
 
 def drop_item(table_name: str, key: dict[str, Any]) -> None:

@@ -214,6 +214,7 @@ class LocalStack:
         self.restart_lock = threading.Lock()
         self.sweeps = SweepTotals()
         self.journal: Any = None
+        self.snapshot_current = False  # the snapshot on disk is the whole state: no need to write it again
         self.authorizer_seconds = float(
             os.environ.get("TICKWORK_AUTHORIZER_CACHE_SECONDS", AUTHORIZER_CACHE_SECONDS)
         )
@@ -308,7 +309,7 @@ class LocalStack:
         from tickwork import tables
 
         from tickwork_local.journal import replay
-        from tickwork_local.moto_dynamodb import drop_item, load_item
+        from tickwork_local.moto_dynamodb import drop_item, load_item, load_items
         from tickwork_local.moto_sqs import QueueLoader
 
         count = 0
@@ -322,10 +323,11 @@ class LocalStack:
                     queues.put(queue, message)
                     count += 1
             for table, items in snapshot.items():
-                for item in items:
-                    load_item(table, item)
-                    count += 1
+                load_items(table, items)
+                count += len(items)
+        replayed = 0
         for state in replay(self.data_dir):
+            replayed += 1
             if "table" in state:
                 if state["item"] is None:
                     drop_item(state["table"], state["key"])
@@ -339,6 +341,8 @@ class LocalStack:
                 queues.received(state["queue"], state["received"])
             count += 1
         queues.finish()
+        # The snapshot already holds everything unless a journal was replayed over it (or it is old).
+        self.snapshot_current = (self.data_dir / SNAPSHOT_FILE).exists() and not legacy and replayed == 0
         if not legacy:
             return count
         import boto3
@@ -362,7 +366,8 @@ class LocalStack:
         from tickwork_local.moto_dynamodb import stored_item
         from tickwork_local.moto_sqs import stored_message
 
-        self.save()
+        if not self.snapshot_current:
+            self.save()
         self.journal = Journal(self.data_dir, stored_item, read_message=stored_message)
         self.journal.truncate()
         assert boto3.DEFAULT_SESSION is not None
@@ -413,7 +418,7 @@ class LocalStack:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         temporary = self.data_dir / (SNAPSHOT_FILE + ".tmp")
         with temporary.open("w") as written:
-            json.dump(snapshot, written)
+            written.write(json.dumps(snapshot))  # C's encoder: json.dump's streaming one is Python's
             written.flush()
             os.fsync(written.fileno())
         temporary.replace(self.data_dir / SNAPSHOT_FILE)

@@ -365,3 +365,67 @@ def test_a_cached_expression_is_evaluated_with_each_request_s_own_values(client:
                 ExpressionAttributeValues={":v": {"N": "1"}},
             )
         assert malformed.value.response["Error"]["Code"] == "ValidationException"
+
+
+@pytest.mark.parametrize(
+    ("condition", "values", "expected"),
+    [
+        ("#d <= :x", {":x": {"N": "4"}}, 5),
+        ("#d < :x", {":x": {"N": "4"}}, 4),
+        ("#d = :x", {":x": {"N": "1500"}}, 1),
+        ("#d >= :x", {":x": {"N": "1995"}}, 5),
+        ("#d > :x", {":x": {"N": "1995"}}, 4),
+        ("#d BETWEEN :x AND :y", {":x": {"N": "10"}, ":y": {"N": "12"}}, 3),
+    ],
+)
+def test_an_index_query_hands_moto_only_the_items_in_its_sort_key_range(
+    client: Any, monkeypatch: Any, condition: str, values: dict[str, Any], expected: int
+) -> None:
+    for start in range(0, 2000, 25):
+        client.batch_write_item(
+            RequestItems={
+                TABLE: [{"PutRequest": {"Item": job(n, shard=0, due=n)}} for n in range(start, start + 25)]
+            }
+        )
+    handed: list[int] = []
+    original = moto_dynamodb._query_candidates
+
+    def counted(*args: Any) -> Any:
+        candidates = original(*args)
+        handed.append(-1 if candidates is None else len(candidates))
+        return candidates
+
+    monkeypatch.setattr(moto_dynamodb, "_query_candidates", counted)
+    found = due_query(client, 0, expression=condition, values=values)
+    assert len(found) == expected
+    # Every page is answered from the candidates in range, never from the shard's 2,000 items.
+    assert handed and all(0 <= count <= expected for count in handed)
+
+
+def test_items_loaded_in_bulk_answer_queries_as_items_put_one_by_one(client: Any) -> None:
+    items = [job(number, shard=number % 3, due=(number * 7919) % 1000) for number in range(600)]
+    moto_dynamodb.load_items(TABLE, items)
+    assert len(client.scan(TableName=TABLE)["Items"]) == 600
+    for shard in range(3):
+        expected = sorted(
+            (int(item[tables.DUE_AT]["N"]), item[tables.JOBS_PK]["S"])
+            for item in items
+            if item[tables.DUE_SHARD]["N"] == str(shard) and int(item[tables.DUE_AT]["N"]) <= 500
+        )
+        found = due_query(client, shard, expression="#d <= :x", values={":x": {"N": "500"}})
+        assert found == [pk for _, pk in expected]
+    # A write after the bulk load moves the item in the index as usual.
+    client.put_item(TableName=TABLE, Item=job(1, shard=2, due=1))
+    assert "acme#job-00001" in due_query(client, 2, expression="#d <= :x", values={":x": {"N": "1"}})
+
+
+def test_the_item_size_limit_is_moto_s_checked_once_per_item(client: Any) -> None:
+    base = job(1, shard=0, due=1)
+    base_size = sum(len(name) + len(next(iter(value.values()))) for name, value in base.items())
+    fits = {**base, "payload": {"S": "x" * (405000 - base_size - len("payload"))}}
+    client.put_item(TableName=TABLE, Item=fits)
+    too_large = {**base, "payload": {"S": "x" * (405001 - base_size - len("payload"))}}
+    with pytest.raises(ClientError) as refused:
+        client.put_item(TableName=TABLE, Item=too_large)
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "size" in refused.value.response["Error"]["Message"].lower()
