@@ -133,49 +133,23 @@ def parse_tenants(spec: str) -> list[tuple[str, str]]:
     return pairs
 
 
-class _Untracked(list[Any]):
-    """A list that keeps nothing appended to it."""
-
-    def append(self, item: Any) -> None:
-        return None
-
-
-def stop_moto_instance_tracking() -> None:
-    """moto keeps every DynamoDB item and SQS message object it ever made, for its dashboard, and each
-    transaction deep-copies the tables it writes: the process grew by gigabytes in ten minutes of steady
-    load. The local stack has no use for the dashboard."""
-    import moto.dynamodb.models
-    import moto.sqs.models  # noqa: F401 - importing registers the models below
-    from moto.core.model_instances import model_data
-
-    for service in ("dynamodb", "sqs"):
-        for model in model_data.get(service, {}).values():
-            model.instances_tracked = _Untracked()  # type: ignore[attr-defined]
-
-
 @contextmanager
 def moto_server(host: str) -> Iterator[str]:
-    """moto in this process: the stack's own boto3 clients call it directly (no HTTP, a third of the time
-    per call), and a server on a free loopback port shows the same tables and queues to other processes."""
-    from moto import mock_aws
+    """moto in this process (``harness.moto_aws``): the stack's own boto3 clients call it directly (no HTTP,
+    a third of the time per call), and a server on a free loopback port shows the same tables and queues to
+    other processes."""
     from moto.server import ThreadedMotoServer
 
-    from tickwork_local import moto_core, moto_dynamodb, moto_sqs
+    from tickwork_local.harness import moto_aws
 
-    stop_moto_instance_tracking()
-    moto_core.install()
-    moto_dynamodb.install()
-    moto_sqs.install()
-    mock = mock_aws()
-    mock.start()
-    port = free_port(host)
-    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        mock.stop()
+    with moto_aws():
+        port = free_port(host)
+        server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        server.start()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
 
 
 class LocalStack:
@@ -482,43 +456,35 @@ class LocalStack:
             stop.wait(max(0.0, self.tick_seconds - (time.monotonic() - started)))
 
     def worker_loop(self, index: int) -> None:
-        from aws_lambda_powertools.utilities.batch import process_partial_response
+        """One poller of the run queue's event source mapping (``harness.Pump``) into the worker handler's
+        record handler, with a worker of its own, until the stack or this start of the pollers stops."""
         from tickwork.batches import JobOrderedBatchProcessor
         from tickwork.runtime import runtime
 
         from functions.worker.handler import handle_record
+        from tickwork_local.harness import Pump, partial_batches
 
         stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
         worker = current.worker(worker_id=f"local-worker-{self.worker_starts}-{index}")
-        processor = JobOrderedBatchProcessor(parallelism=current.settings.worker_parallelism)
-        queue_url = current.queue_url
+        parallelism = current.settings.worker_parallelism
 
         def handle(record: Any) -> str:
             if stop.is_set():
                 raise WorkerStopped("the poller was stopped before this record")
             return handle_record(record, current, worker)
 
-        while not (self.stop.is_set() or stop.is_set()):
-            try:
-                messages = current.sqs.receive_message(
-                    QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=60
-                ).get("Messages", [])
-                if not messages:
-                    continue
-                event = {"Records": [sqs_record(message, queue_url) for message in messages]}
-                response = process_partial_response(event=event, record_handler=handle, processor=processor)
-                if stop.is_set():
-                    # Like a Lambda killed mid-batch: nothing of the batch is deleted, the visibility
-                    # timeout hands it out again, and runs left RUNNING wait for the sweeper.
-                    continue
-                failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
-                for message in messages:
-                    if message["MessageId"] not in failed:
-                        current.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-            except Exception:
-                logging.getLogger("tickwork").exception("worker poll failed")
-                self.stop.wait(1)
+        pump = Pump(
+            current.sqs,
+            current.queue_url,
+            partial_batches(handle, processor=lambda: JobOrderedBatchProcessor(parallelism=parallelism)),
+            wait_seconds=1,
+            visibility_timeout=60,
+            # Like a Lambda killed mid-batch: nothing of the batch is deleted, the visibility timeout hands
+            # it out again, and runs left RUNNING wait for the sweeper.
+            cut_short=stop.is_set,
+        )
+        pump.poll(lambda: self.stop.is_set() or stop.is_set(), pause=self.stop.wait)
 
     def status_loop(self) -> None:
         while not self.stop.wait(5):
@@ -761,23 +727,6 @@ def running_in_thread(
         boto3.DEFAULT_SESSION = None
         if thread.is_alive():
             raise RuntimeError("the local stack did not stop within 60 s")
-
-
-def sqs_record(message: Mapping[str, Any], queue_url: str) -> dict[str, Any]:
-    """A received SQS message, shaped as the Lambda event source mapping delivers it."""
-    name = queue_url.rstrip("/").rsplit("/", 1)[-1]
-    region = os.environ.get("AWS_DEFAULT_REGION", LOCAL_REGION)
-    return {
-        "messageId": message["MessageId"],
-        "receiptHandle": message["ReceiptHandle"],
-        "body": message["Body"],
-        "attributes": message.get("Attributes", {}),
-        "messageAttributes": {},
-        "md5OfBody": message.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{region}:000000000000:{name}",
-        "awsRegion": region,
-    }
 
 
 def run_local(
