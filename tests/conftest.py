@@ -18,11 +18,11 @@ os.environ["AWS_ACCESS_KEY_ID"] = "testing"
 os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
 os.environ.pop("AWS_PROFILE", None)
 
-from moto import mock_aws
 from tickwork import tables
 from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.domain.tenants import Tenant
 from tickwork.runtime import runtime
+from tickwork_local.harness import moto_aws
 
 from tests.support.apigw import ApiGateway, HandlerPool
 
@@ -41,9 +41,10 @@ def create_tables(client: Any) -> None:
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    """A moto DynamoDB with tickwork's four tables, and the process runtime reset around it."""
+    """A moto DynamoDB with tickwork's four tables (moto as the local stack runs it), and the process runtime
+    reset around it."""
     runtime.cache_clear()
-    with mock_aws():
+    with moto_aws():
         import boto3
 
         client = boto3.client("dynamodb", region_name="eu-west-1")

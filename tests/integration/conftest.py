@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -17,18 +17,10 @@ from tickwork.app.worker import Worker
 from tickwork.config import Settings
 from tickwork.domain.models import JobSpec, Run, RunMessage
 from tickwork.runtime import Runtime, build_runtime
+from tickwork_local.harness import Pump, partial_batches, sqs_follows
 
-from bench._moto import sqs_follows
 from tests.conftest import seed_tenant
-from tests.support.engine import (
-    FakeClock,
-    Receiver,
-    RecordingMetrics,
-    deliver,
-    make_requests_atomic,
-    receive,
-    start_receiver,
-)
+from tests.support.engine import FakeClock, Receiver, RecordingMetrics, make_requests_atomic, start_receiver
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
@@ -61,21 +53,22 @@ class Engine:
             self.clock(), shards or list(range(self.runtime.settings.due_shards))
         )
 
-    def drain(self, rounds: int = 20, worker: Worker | None = None) -> int:
-        """Deliver every message visible now to the worker until the queue is quiet; returns how many."""
+    def pump(self, record_handler: Callable[[Any], Any] | None = None, worker: Worker | None = None) -> Pump:
+        """The run queue's event source mapping (batches of ten, hidden 30 s) into ``record_handler``, by
+        default the worker handler's with ``worker``."""
+        handler = record_handler or self.record_handler(worker)
+        return Pump(self.sqs, self.queue_url, partial_batches(handler), visibility_timeout=30)
+
+    def record_handler(self, worker: Worker | None = None) -> Callable[[Any], str]:
+        """The worker handler's record handler, with ``worker`` (a new one if none is given)."""
         from functions.worker.handler import handle_record
 
-        worker = worker or self.worker()
-        delivered = 0
-        for _ in range(rounds):
-            messages = receive(self.sqs, self.queue_url)
-            if not messages:
-                break
-            delivered += len(messages)
-            deliver(
-                self.sqs, self.queue_url, messages, lambda record: handle_record(record, self.runtime, worker)
-            )
-        return delivered
+        chosen = worker or self.worker()
+        return lambda record: handle_record(record, self.runtime, chosen)
+
+    def drain(self, rounds: int = 20, worker: Worker | None = None) -> int:
+        """Deliver every message visible now to the worker until the queue is quiet; returns how many."""
+        return self.pump(worker=worker).drain(rounds)
 
     def run(self, tenant: str, run_id: str) -> Run:
         """A run as the API shows it (a fire sent and not yet recorded included)."""
@@ -91,7 +84,8 @@ class Engine:
 
     def dead_letters(self) -> list[dict[str, Any]]:
         url = self.sqs.get_queue_url(QueueName=tables.DEAD_RUN_QUEUE.default_name)["QueueUrl"]
-        return [json.loads(m["Body"]) for m in receive(self.sqs, url)]
+        messages = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
+        return [json.loads(m["Body"]) for m in messages.get("Messages", [])]
 
 
 @pytest.fixture

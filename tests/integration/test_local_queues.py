@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from moto import mock_aws
 from tickwork import tables
+from tickwork_local.harness import moto_aws
 from tickwork_local.stack import LocalStack
 
 from infra.config import StageConfig
@@ -20,7 +20,7 @@ from infra.config import StageConfig
 def test_a_run_message_received_max_receive_count_times_moves_to_the_dlq(tmp_path: Path) -> None:
     saved = dict(os.environ)
     try:
-        with mock_aws():
+        with moto_aws():
             stack = LocalStack(
                 host="127.0.0.1",
                 port=1,

@@ -25,7 +25,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 from pydantic import ValidationError
 from tickwork import tables
 from tickwork.domain.fires import first_fire_anchor
@@ -33,6 +32,7 @@ from tickwork.domain.models import NAME_PATTERN, Job, JobSpec, RateSchedule
 from tickwork.domain.schedule import next_fire_time
 from tickwork.errors import InvalidInput
 from tickwork.runtime import runtime
+from tickwork_local.harness import moto_aws
 
 from tests.conftest import TOKENS, create_tables, item_counts, seed_tenant
 from tests.support.apigw import ApiGateway
@@ -627,7 +627,7 @@ def moto_tables() -> Iterator[Any]:
 
     runtime.cache_clear()
     try:
-        with mock_aws():
+        with moto_aws():
             client = boto3.client("dynamodb", region_name="eu-west-1")
             create_tables(client)
             for tenant_id, token in TOKENS.items():
