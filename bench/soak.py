@@ -36,8 +36,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tickwork_local.harness import Receiver, Reply
 
 from bench._common import machine, percentile, table
 
@@ -63,57 +64,33 @@ class Arrival:
     path: str
 
 
-class Receiver:
-    """A loopback webhook target: ``/ok`` 200, ``/slow`` 200 after ``SLOW_SECONDS``, ``/fail`` 500."""
+def receiver() -> Receiver:
+    """A loopback webhook target (``tickwork_local.harness.Receiver``): ``/ok`` 200, ``/slow`` 200 after
+    ``SLOW_SECONDS``, ``/fail`` 500."""
+    return Receiver(
+        replies={
+            "/slow": Reply(200, body=b"ok", delay=SLOW_SECONDS),  # it holds the worker's call
+            "/fail": Reply(500, body=b"ok"),
+        }
+    )
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.arrivals: list[Arrival] = []
-        receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                received = time.time()
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                scheduled = self.headers.get("X-Tickwork-Scheduled-For", "")
-                status = 500 if self.path == "/fail" else 200
-                if self.path == "/slow":
-                    time.sleep(SLOW_SECONDS)  # the slow target: it holds the worker's call
-                receiver.record(
-                    Arrival(
-                        run_id=self.headers.get("X-Tickwork-Run-Id", ""),
-                        attempt=int(self.headers.get("X-Tickwork-Attempt", "0")),
-                        scheduled_for=parse_instant(scheduled) if scheduled else math.nan,
-                        received=received,
-                        status=status,
-                        path=self.path,
-                    )
-                )
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, name="soak-receiver", daemon=True)
-        self.thread.start()
-
-    def record(self, arrival: Arrival) -> None:
-        with self.lock:
-            self.arrivals.append(arrival)
-
-    def snapshot(self) -> list[Arrival]:
-        with self.lock:
-            return list(self.arrivals)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def arrivals(receiver: Receiver) -> list[Arrival]:
+    """The calls the receiver got so far."""
+    found = []
+    for request in list(receiver.requests):
+        scheduled = request.headers.get("X-Tickwork-Scheduled-For", "")
+        found.append(
+            Arrival(
+                run_id=request.headers.get("X-Tickwork-Run-Id", ""),
+                attempt=int(request.headers.get("X-Tickwork-Attempt", "0")),
+                scheduled_for=parse_instant(scheduled) if scheduled else math.nan,
+                received=request.at,
+                status=request.status,
+                path=request.path,
+            )
+        )
+    return found
 
 
 def parse_instant(text: str) -> float:
@@ -436,7 +413,7 @@ def sampler(timeline: Timeline, receiver: Receiver, stop: threading.Event) -> No
                     rss_kib(),
                     traced,
                     queue_depth(),
-                    len(receiver.arrivals),
+                    len(receiver.requests),
                 )
             )
             if tracemalloc.is_tracing() and timeline.baseline is None and timeline.samples[-1].at >= 60:
@@ -628,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracemalloc.start()
 
     directory = tempfile.mkdtemp(prefix="tickwork-soak-")
-    receiver = Receiver()
+    webhooks = receiver()
     try:
         with local_stack(os.path.join(directory, "tickwork.log")) as stack:
             # Lead for creating the jobs before the first fire: 20-40/s under moto, slower on a busy machine.
@@ -638,14 +615,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             mix = [job for job in job_mix(args.jobs) if expected_fires(job.expression, start, end)]
             timeline = Timeline(start.timestamp())
             created = time.perf_counter()
-            jobs = create_jobs(mix, receiver.base_url, start, end)
+            jobs = create_jobs(mix, webhooks.base_url, start, end)
             setup_seconds = time.perf_counter() - created
             if time.time() > start.timestamp():
                 raise SystemExit(f"creating the jobs took {setup_seconds:.0f} s, past the first fire")
             timeline.note(f"{len(jobs)} jobs created in {setup_seconds:.1f} s; logs in {directory}")
             stop_sampling = threading.Event()
             sampling = threading.Thread(
-                target=sampler, args=(timeline, receiver, stop_sampling), name="soak-sampler", daemon=True
+                target=sampler, args=(timeline, webhooks, stop_sampling), name="soak-sampler", daemon=True
             )
             sampling.start()
             drive(stack, restart_plan(args.minutes, start.timestamp()), end.timestamp() + 1, timeline)
@@ -655,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop_sampling.set()
             sampling.join(timeout=60)
             growth_sites = heap_growth(timeline.baseline)
-            arrivals = receiver.snapshot()
+            arrived = arrivals(webhooks)
             with stack.metrics.lock:
                 counters: Counter[str] = Counter()
                 for _, name, value in stack.metrics.events:
@@ -665,11 +642,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for job_id, job in jobs.items()
                 for fire in expected_fires(job.expression, start, end)
             ]
-            result = balance(expected, runs, arrivals)
+            result = balance(expected, runs, arrived)
             wrong = wrong_outcomes(runs, {job_id: job.kind for job_id, job in jobs.items()})
-            text = report(args, mix, timeline, arrivals, result, wrong, counters, stack.sweeps, setup_seconds)
+            text = report(args, mix, timeline, arrived, result, wrong, counters, stack.sweeps, setup_seconds)
     finally:
-        receiver.close()
+        webhooks.close()
     if growth_sites:
         text += (
             "\n\nTraced heap growth from the first minute to the end, by allocating line:\n\n" + growth_sites

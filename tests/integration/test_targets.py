@@ -15,9 +15,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +46,7 @@ from tickwork.targets import (
     verify_signature,
     webhook_headers,
 )
+from tickwork_local.harness import Received, Receiver, Reply
 
 REGION = "eu-west-1"
 ACCOUNT = "123456789012"
@@ -71,32 +70,6 @@ REFUSAL = "private, loopback or link-local"
 
 
 # --- a real HTTP server -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass(frozen=True)
-class Reply:
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-    delay: float = 0.0
-
-
-@dataclass
-class LocalServer:
-    port: int
-    requests: list[Recorded]
-    script: dict[str, Reply]
-
-    def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"http://{host}:{self.port}{path}"
-
-
 def _script(port: int) -> dict[str, Reply]:
     def to(location: str, status: int = 302) -> Reply:
         return Reply(status, {"Location": location})
@@ -118,58 +91,23 @@ def _script(port: int) -> dict[str, Reply]:
         "/no-location": Reply(302),
         "/to-ftp": to("ftp://127.0.0.1/file"),
         "/to-not-modified": Reply(304),
-        "/echo": Reply(500),  # answers with the request headers, as some debugging endpoints do
         "/noisy": Reply(400, body=b"\x00\x1b[31m" + b"line\r\n" * 2000),
     }
 
 
+def _echo(request: Received) -> Reply | None:
+    """``/echo`` answers 500 with the request headers, as some debugging endpoints do."""
+    if request.path != "/echo":
+        return None
+    return Reply(500, body=json.dumps(request.headers).encode())
+
+
 @pytest.fixture
-def server() -> Iterator[LocalServer]:
-    requests: list[Recorded] = []
-    lock = threading.Lock()
-    script: dict[str, Reply] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def _handle(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            with lock:
-                requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body))
-            reply = script.get(self.path, Reply(404))
-            if reply.delay:
-                time.sleep(reply.delay)
-            payload = reply.body
-            if self.path == "/echo":
-                payload = json.dumps(dict(self.headers.items())).encode()
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        do_GET = do_POST = do_PUT = do_PATCH = _handle  # noqa: N815 (http.server dispatches on these names)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass  # the client hung up on /slow: expected
-
-    httpd = Server(("127.0.0.1", 0), Handler)
-    port = httpd.server_address[1]
-    script.update(_script(port))
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield LocalServer(port=port, requests=requests, script=script)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+def server() -> Iterator[Receiver]:
+    """The paths of ``_script`` on HTTP/1.1; any other path is a 404."""
+    with Receiver(default=Reply(404), answer=_echo, protocol_version="HTTP/1.1") as receiver:
+        receiver.replies.update(_script(receiver.port))
+        yield receiver
 
 
 def http_target(url: str, **fields: Any) -> HttpTarget:
@@ -284,7 +222,7 @@ def test_verify_signature_refuses_malformed_headers(header: str | None) -> None:
 
 
 # --- webhooks: what is sent -------------------------------------------------------------------------------
-def test_webhook_sends_the_envelope_and_every_header(server: LocalServer) -> None:
+def test_webhook_sends_the_envelope_and_every_header(server: Receiver) -> None:
     target = http_target(server.url("/ok"), headers={"X-Api-Key": "k-123", "Accept": "application/json"})
 
     result = call_http(target)
@@ -308,7 +246,7 @@ def test_webhook_sends_the_envelope_and_every_header(server: LocalServer) -> Non
     assert headers == {**headers, **webhook_headers(DELIVERY, EXPECTED_BODY, now_epoch=NOW)}
 
 
-def test_the_received_signature_verifies_and_a_tampered_body_does_not(server: LocalServer) -> None:
+def test_the_received_signature_verifies_and_a_tampered_body_does_not(server: Receiver) -> None:
     call_http(http_target(server.url("/ok")))
 
     [request] = server.requests
@@ -318,7 +256,7 @@ def test_the_received_signature_verifies_and_a_tampered_body_does_not(server: Lo
 
 
 @pytest.mark.parametrize("method", ["PUT", "PATCH"])
-def test_webhook_uses_the_targets_method(server: LocalServer, method: str) -> None:
+def test_webhook_uses_the_targets_method(server: Receiver, method: str) -> None:
     assert call_http(http_target(server.url("/ok"), method=method)).ok
     assert [(r.method, r.body) for r in server.requests] == [(method, EXPECTED_BODY)]
 
@@ -338,7 +276,7 @@ def test_webhook_uses_the_targets_method(server: LocalServer, method: str) -> No
     ],
 )
 def test_status_codes_are_classified(
-    server: LocalServer, path: str, outcome: OutcomeClass, status: int, code: str | None
+    server: Receiver, path: str, outcome: OutcomeClass, status: int, code: str | None
 ) -> None:
     result = call_http(http_target(server.url(path)))
 
@@ -346,12 +284,12 @@ def test_status_codes_are_classified(
     assert len(server.requests) == 1
 
 
-def test_error_message_quotes_the_start_of_the_response(server: LocalServer) -> None:
+def test_error_message_quotes_the_start_of_the_response(server: Receiver) -> None:
     result = call_http(http_target(server.url("/missing")))
     assert result.error_message == "HTTP 404 from '127.0.0.1': no such hook"
 
 
-def test_error_message_is_short_and_free_of_control_characters(server: LocalServer) -> None:
+def test_error_message_is_short_and_free_of_control_characters(server: Receiver) -> None:
     result = call_http(http_target(server.url("/noisy")))
 
     assert result.error_message is not None
@@ -359,7 +297,7 @@ def test_error_message_is_short_and_free_of_control_characters(server: LocalServ
     assert result.error_message.isprintable()
 
 
-def test_error_message_never_repeats_header_values_the_target_echoes(server: LocalServer) -> None:
+def test_error_message_never_repeats_header_values_the_target_echoes(server: Receiver) -> None:
     result = call_http(http_target(server.url("/echo"), headers={"X-Api-Key": "sk-live-0123456789"}))
 
     assert result.outcome is OutcomeClass.RETRYABLE
@@ -372,9 +310,7 @@ def test_error_message_never_repeats_header_values_the_target_echoes(server: Loc
 
 
 @pytest.mark.parametrize("value", ["\U0001f600", "\u0436\u0443\u043a"])
-def test_a_header_that_cannot_be_sent_is_permanent_and_nothing_is_sent(
-    server: LocalServer, value: str
-) -> None:
+def test_a_header_that_cannot_be_sent_is_permanent_and_nothing_is_sent(server: Receiver, value: str) -> None:
     # Stored before header values were limited to printable ASCII: the model would refuse it now.
     target = http_target(server.url("/ok")).model_copy(update={"headers": {"X-Note": value}})
 
@@ -385,7 +321,7 @@ def test_a_header_that_cannot_be_sent_is_permanent_and_nothing_is_sent(
     assert server.requests == []
 
 
-def test_a_slow_target_times_out_and_is_retryable(server: LocalServer) -> None:
+def test_a_slow_target_times_out_and_is_retryable(server: Receiver) -> None:
     started = time.monotonic()
     result = call_http(http_target(server.url("/slow"), timeout_seconds=1))
 
@@ -458,7 +394,7 @@ def test_an_untrusted_certificate_is_a_retryable_tls_error_and_sni_names_the_hos
 
 # --- webhooks: redirects ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", ["/redirect", "/permanent"])
-def test_a_redirect_is_followed_with_the_same_method_and_body(server: LocalServer, path: str) -> None:
+def test_a_redirect_is_followed_with_the_same_method_and_body(server: Receiver, path: str) -> None:
     result = call_http(http_target(server.url(path), headers={"X-Api-Key": "k-123"}))
 
     assert result == TargetResult(OutcomeClass.SUCCESS, status_code=200)
@@ -469,7 +405,7 @@ def test_a_redirect_is_followed_with_the_same_method_and_body(server: LocalServe
     assert second.headers["X-Api-Key"] == "k-123"  # same origin: the tenant's headers go along
 
 
-def test_see_other_becomes_a_get_without_body(server: LocalServer) -> None:
+def test_see_other_becomes_a_get_without_body(server: Receiver) -> None:
     result = call_http(http_target(server.url("/see-other")))
 
     assert result.ok
@@ -481,7 +417,7 @@ def test_see_other_becomes_a_get_without_body(server: LocalServer) -> None:
     assert server.requests[1].headers["Idempotency-Key"] == DELIVERY.run_id
 
 
-def test_the_tenants_headers_do_not_follow_a_redirect_to_another_host(server: LocalServer) -> None:
+def test_the_tenants_headers_do_not_follow_a_redirect_to_another_host(server: Receiver) -> None:
     result = call_http(http_target(server.url("/to-localhost"), headers={"X-Api-Key": "k-123"}))
 
     assert result.ok
@@ -492,7 +428,7 @@ def test_the_tenants_headers_do_not_follow_a_redirect_to_another_host(server: Lo
     assert second.body == EXPECTED_BODY
 
 
-def test_more_than_three_redirects_is_permanent(server: LocalServer) -> None:
+def test_more_than_three_redirects_is_permanent(server: Receiver) -> None:
     result = call_http(http_target(server.url("/loop")))
 
     assert (result.outcome, result.error_code, result.status_code) == (
@@ -503,13 +439,13 @@ def test_more_than_three_redirects_is_permanent(server: LocalServer) -> None:
     assert len(server.requests) == 4  # the request and three redirects
 
 
-def test_a_redirect_without_location_is_permanent(server: LocalServer) -> None:
+def test_a_redirect_without_location_is_permanent(server: Receiver) -> None:
     result = call_http(http_target(server.url("/no-location")))
     assert (result.outcome, result.error_code) == (OutcomeClass.PERMANENT, "bad_redirect")
 
 
 def test_a_redirect_to_another_scheme_is_refused_even_when_private_targets_are_allowed(
-    server: LocalServer,
+    server: Receiver,
 ) -> None:
     result = call_http(http_target(server.url("/to-ftp")))
 
@@ -537,7 +473,7 @@ def test_a_redirect_to_another_scheme_is_refused_even_when_private_targets_are_a
     ],
 )
 def test_private_targets_are_refused_before_any_request(
-    server: LocalServer, url: str, resolver: Any, host: str
+    server: Receiver, url: str, resolver: Any, host: str
 ) -> None:
     result = call_http(http_target(url.format(port=server.port)), allow_private=False, resolver=resolver)
 

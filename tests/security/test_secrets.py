@@ -12,14 +12,13 @@ import importlib
 import io
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from tickwork.domain.models import RunStatus
 from tickwork.observability import logger
+from tickwork_local.harness import Receiver, Reply
 
 from tests.conftest import TOKENS
 from tests.integration.conftest import START, Engine
@@ -56,33 +55,10 @@ def captured(capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 
 
 @pytest.fixture
-def echo() -> Iterator[tuple[str, list[dict[str, str]]]]:
+def echo() -> Iterator[Receiver]:
     """A loopback server that answers 500 with every request header it got, as some debug pages do."""
-    received: list[dict[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            headers = dict(self.headers.items())
-            received.append(headers)
-            body = json.dumps(headers).encode()
-            self.send_response(500)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/echo", received
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with Receiver(answer=lambda request: Reply(500, body=json.dumps(request.headers).encode())) as receiver:
+        yield receiver
 
 
 def job_body(url: str = "https://hooks.example.com/x", **target: Any) -> dict[str, Any]:
@@ -158,10 +134,10 @@ def test_the_handlers_never_log_their_event_even_when_asked_to(
 
 
 def test_worker_and_planner_logs_and_stored_errors_hold_no_secret(
-    engine: Engine, captured: Any, echo: tuple[str, list[dict[str, str]]]
+    engine: Engine, captured: Any, echo: Receiver
 ) -> None:
     # Given a job whose target needs a credential header, and answers 500 echoing every header it got
-    url, received = echo
+    url = echo.url("/echo")
     job = engine.create(
         schedule={"type": "once", "at": START.isoformat()},
         target={"type": "http", "url": url, "headers": {"X-Api-Key": CREDENTIAL}, "timeout_seconds": 5},
@@ -176,6 +152,7 @@ def test_worker_and_planner_logs_and_stored_errors_hold_no_secret(
     engine.drain()
 
     # Then the target really got the credential and signed requests
+    received = [request.headers for request in echo.requests]
     assert len(received) == 2
     assert all(headers["X-Api-Key"] == CREDENTIAL for headers in received)
     signatures = [headers["X-Tickwork-Signature"] for headers in received]

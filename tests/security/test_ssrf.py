@@ -13,16 +13,15 @@ Only loopback is ever connected to: names resolve through the runtime's injected
 from __future__ import annotations
 
 import socket
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import urllib3.util.connection
 from tickwork.domain.models import RunStatus
 from tickwork.runtime import build_runtime
+from tickwork_local.harness import Received, Receiver, Reply
 
 from tests.conftest import TOKENS, item_counts
 from tests.integration.conftest import START, Engine
@@ -57,48 +56,35 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> Network:
     return network
 
 
-@dataclass
 class HookServer:
-    """A real HTTP server on loopback that answers each path from ``redirects`` with a 302 there."""
+    """The loopback receiver, answering each path of ``redirects`` with a 302 there (``{port}`` standing for
+    its port) and any other with an empty 200."""
 
-    port: int
-    redirects: dict[str, str]
-    requests: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.redirects: dict[str, str] = {}
+        self.receiver = Receiver(answer=self.answer)
+        self.port = self.receiver.port
+
+    @property
+    def requests(self) -> list[str]:
+        return [request.path for request in self.receiver.requests]
 
     def url(self, path: str, host: str = "hooks.public.test") -> str:
-        return f"http://{host}:{self.port}{path}"
+        return self.receiver.url(path, host=host)
+
+    def answer(self, request: Received) -> Reply:
+        location = self.redirects.get(request.path)
+        if location:
+            return Reply(302, {"Location": location.format(port=self.port)})
+        return Reply(200)
 
 
 @pytest.fixture
 def hooks(loopback_only: Network) -> Iterator[HookServer]:
-    state: dict[str, HookServer] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            server = state["server"]
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            server.requests.append(self.path)
-            location = server.redirects.get(self.path)
-            self.send_response(302 if location else 200)
-            if location:
-                self.send_header("Location", location.format(port=server.port))
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state["server"] = HookServer(port=httpd.server_address[1], redirects={})
-    loopback_only.hook_port = state["server"].port
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield state["server"]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    server = HookServer()
+    loopback_only.hook_port = server.port
+    with server.receiver:
+        yield server
 
 
 def resolving(table: dict[str, list[str]]) -> Any:
