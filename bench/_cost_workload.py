@@ -11,10 +11,11 @@ For one shape (a period, a number of jobs of that period, the history each job c
   its second) the planner Lambda's handler ticks over all due shards; a tick that sends sweeps up to a second,
   sleeping on the fake clock until each batch's moment comes. Whenever a message becomes visible (moto's own
   delay of each message, read from its queue) the run queue is drained the way the event source mapping's
-  long poll drains it: ReceiveMessage of up to 10, one invocation of the worker Lambda's handler per batch
-  (the batches of one moment run side by side, as concurrent invocations do), DeleteMessageBatch of what it
-  finished. The mapping's own requests go through a client the meter does not watch and are counted here,
-  one receive and one delete per invocation; its empty polls are not per-run work;
+  long poll drains it (``tickwork_local.harness.Pump``): ReceiveMessage of up to 10, one invocation of the
+  worker Lambda's handler per batch (the batches of one moment run side by side, as concurrent invocations
+  do), then the deletes of what it finished. The mapping's own requests go through a client the meter does
+  not watch and are counted here as AWS makes them, one receive and one DeleteMessageBatch per invocation;
+  its empty polls are not per-run work;
 - the measured window is one planning cycle at steady state: from the tick that plans the jobs' next fires
   (two minutes in) to the next one that does (a job is planned when its cursor is within the 120 s
   lookahead, up to the 900 s horizon: every 14 ticks at this phase). The window's ticks plan exactly the runs
@@ -32,11 +33,10 @@ the worker slept before a fire and the planner slept between its sends (both on 
 Lambda time), and the bytes the handlers write to stdout (Powertools log lines and the EMF metrics blob),
 with the log level the stack deploys (INFO).
 
-Two things of moto's would make this workload quadratic, so they are swapped for equivalent shortcuts while it
-runs: a query of moto's sorts every item of the table (a shortcut hands it only the items of the queried
-partition inside the key range, or for an index query the items that carry the index's hash key, which it
-then filters and sorts as before), and every SQS send recomputes the queue's approximate message counts by
-scanning all messages (nothing here reads them).
+Two things of moto's would make this workload quadratic: a query of moto's sorts every item of the table, and
+every SQS send recomputes the queue's approximate message counts by scanning all messages. moto runs as the
+local stack runs it (``tickwork_local.harness.moto_aws``), whose changes to moto do neither and give the same
+answers.
 """
 
 from __future__ import annotations
@@ -74,7 +74,6 @@ DRAIN_END = WINDOW_END + WORKER_LAG
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEPLOYED = StageConfig()
 VISIBILITY_TIMEOUT = DEPLOYED.worker_timeout_seconds * 6  # the run queue's (infra/storage.py)
-QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:tickwork-runs"
 PAYLOAD = {"report": "daily", "format": "csv"}
 
 
@@ -145,92 +144,7 @@ def add_tally(total: Tally, part: Tally) -> None:
             mine[key] += value
 
 
-# --- moto at scale ------------------------------------------------------------------------------------------
-_partition = threading.local()
-
-
-@contextmanager
-def moto_at_scale() -> Iterator[None]:
-    """moto shortcuts with the same results: base-table queries see only their partition's items in the key
-    range; SQS sends skip the approximate counts nobody reads."""
-    import moto.sqs.models as sqs_models
-    from moto.dynamodb.comparisons import get_comparison_func
-    from moto.dynamodb.models.table import Table
-
-    original_query, original_all_items = Table.query, Table.all_items
-
-    def all_items(self: Any) -> Any:
-        items = getattr(_partition, "items", None)
-        return (
-            items
-            if items is not None and getattr(_partition, "table", None) is self
-            else original_all_items(self)
-        )
-
-    def query(
-        self: Any, hash_key: Any, range_comparison: Any, range_objs: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        index_name = kwargs.get("index_name", args[4] if len(args) > 4 else None)
-        if index_name:
-            index = next((i for i in self.global_indexes if i.name == index_name), None)
-            if index is None:
-                return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
-            # An item without the index's hash key is not in the (sparse) index: moto would skip it anyway.
-            names = [key["AttributeName"] for key in index.schema if key["KeyType"] == "HASH"]
-            entries = [item for item in _every_item(self) if all(name in item.attrs for name in names)]
-            entries.sort(key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
-            _partition.table, _partition.items = self, entries
-            try:
-                return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
-            finally:
-                _partition.table, _partition.items = None, None
-        if not self.range_key_attr or hash_key is None:
-            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
-        items = list(self.items.get(hash_key, {}).values())
-        if range_comparison:
-            compare = get_comparison_func(range_comparison)
-            if all(obj.type == "S" for obj in range_objs):  # string keys compare as strings: skip the casts
-                bounds = [obj.value for obj in range_objs]
-                items = [
-                    item
-                    for item in items
-                    if item.range_key.type == "S" and compare(item.range_key.value, *bounds)
-                ]
-            else:
-                bounds = [obj.cast_value for obj in range_objs]
-                items = [item for item in items if compare(item.range_key.cast_value, *bounds)]
-        _partition.table, _partition.items = self, items
-        try:
-            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
-        finally:
-            _partition.table, _partition.items = None, None
-
-    queue: Any = sqs_models.Queue
-    counts = (
-        "approximate_number_of_messages",
-        "approximate_number_of_messages_delayed",
-        "approximate_number_of_messages_not_visible",
-    )
-    saved = {name: queue.__dict__[name] for name in counts}
-    Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
-    for name in counts:
-        setattr(queue, name, property(lambda self: 0))
-    try:
-        yield
-    finally:
-        Table.query, Table.all_items = original_query, original_all_items  # type: ignore[method-assign]
-        for name, value in saved.items():
-            setattr(queue, name, value)
-
-
-def _every_item(table: Any) -> Iterator[Any]:
-    for partition in table.items.values():
-        if table.range_key_attr:
-            yield from partition.values()
-        else:
-            yield partition
-
-
+# --- moto ---------------------------------------------------------------------------------------------------
 def _moto_queue(url: str) -> Any:
     """moto's own queue object, to read when its delayed messages become visible."""
     from moto.core.models import DEFAULT_ACCOUNT_ID
@@ -487,64 +401,57 @@ class Workload:
         self.planned.append(int(report["planned_runs"]))
 
     def _drain(self, now: datetime, handler: Any, *, measured: bool) -> None:
-        from tests.support.engine import sqs_event
+        from tickwork_local.harness import Pump
 
         self.clock.now = now
-        url = self.runtime.queue_url
-        batches = []
-        while True:
-            response = self.esm.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=VISIBILITY_TIMEOUT
-            )
-            if not response.get("Messages"):
-                break
-            batches.append(response["Messages"])
-        if now >= WORKER_START + timedelta(seconds=self.shape.worker_seconds):
-            for messages in batches:
-                self.esm.delete_message_batch(
-                    QueueUrl=url,
-                    Entries=[
-                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)
-                    ],
-                )
-                self.skipped += len(messages)
-            return
-        for messages in batches:
+        timed: dict[str, Any] = {}
+
+        def invoke(event: dict[str, Any]) -> Any:
+            """One invocation of the worker Lambda's handler, timed: its own CPU, its longest chain of
+            requests and sleeps, and what it wrote."""
             self.clock.now = now  # the second's batches are concurrent invocations
-            before = self.meter.tally.snapshot()
+            timed["before"] = self.meter.tally.snapshot()
             threads_before = {ident: Counter(counts) for ident, counts in self.meter.per_thread.items()}
             sleeps = len(self.clock.sleeps)
             self.thread_cpu_s = 0.0
             started = self.aws.own_thread_time()
             with captured_output() as output:
                 response = handler(
-                    sqs_event(messages, QUEUE_ARN),
-                    _Context("worker", DEPLOYED.worker_memory_mb, DEPLOYED.worker_timeout_seconds),
+                    event, _Context("worker", DEPLOYED.worker_memory_mb, DEPLOYED.worker_timeout_seconds)
                 )
-            own = self.aws.own_thread_time() - started + self.thread_cpu_s
-            chain, chain_slept = self._serial_chain(threads_before, sleeps)
+            timed["own"] = self.aws.own_thread_time() - started + self.thread_cpu_s
+            timed["chain"], timed["chain_slept"] = self._serial_chain(threads_before, sleeps)
+            timed["output"] = output.getvalue()
+            return response
+
+        # The event source mapping, through a client the meter does not watch.
+        mapping = Pump(self.esm, self.runtime.queue_url, invoke, visibility_timeout=VISIBILITY_TIMEOUT)
+        batches = []
+        while messages := mapping.receive():
+            batches.append(messages)
+        if now >= WORKER_START + timedelta(seconds=self.shape.worker_seconds):
+            for messages in batches:
+                mapping.delete(messages)
+                self.skipped += len(messages)
+            return
+        for messages in batches:
+            response = mapping.deliver(messages)
             failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
-            done = [m for m in messages if m["MessageId"] not in failed]
-            if done:
-                self.esm.delete_message_batch(
-                    QueueUrl=url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)],
-                )
             if failed:
                 raise RuntimeError(f"{len(failed)} messages failed at {now}")
             if not measured:
                 continue
-            size, lines = _lines(output.getvalue())
+            size, lines = _lines(timed["output"])
             self.worker.count += 1
-            self.worker.own_cpu_s += own
-            self.worker.slept_s += chain_slept
+            self.worker.own_cpu_s += timed["own"]
+            self.worker.slept_s += timed["chain_slept"]
             assert self.worker.serial is not None
-            self.worker.serial.update(chain)
+            self.worker.serial.update(timed["chain"])
             self.worker.log_bytes += size
             self.worker.log_lines += lines
-            add_tally(self.worker.tally, self.meter.tally.minus(before))
-            self.runs += len(done)
-            self.deletes += 1 if done else 0
+            add_tally(self.worker.tally, self.meter.tally.minus(timed["before"]))
+            self.runs += len(messages)
+            self.deletes += 1
         if measured and batches:
             self.per_second[int(now.timestamp())] += len(batches)
             self.moments += 1
@@ -671,13 +578,12 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
     """Run one shape; the figures of its window."""
     import boto3
     from tickwork.observability import PowertoolsMetricSink, metrics
+    from tickwork_local.harness import Receiver, sqs_follows
 
-    from bench._moto import moto_runtime, sqs_follows
-    from tests.support.engine import FakeClock, start_receiver
+    from bench._moto import moto_runtime
+    from tests.support.engine import FakeClock
 
     started = time.perf_counter()
-    receivers = start_receiver()
-    receiver = next(receivers)
 
     class ThreadedClock(FakeClock):
         """The fake clock, noting which thread slept: a batch's threads wait side by side."""
@@ -693,40 +599,37 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
                 self.now += timedelta(seconds=seconds)
 
     clock = ThreadedClock(CREATED)
-    try:
-        with moto_at_scale(), moto_runtime() as runtime, sqs_follows(clock):
-            runtime.metrics = PowertoolsMetricSink()
-            # The planner dates a chunk's delays from when it is sent: on the fake clock, not the wall clock
-            # that moto's slowness moves (sends that took seconds would arrive early and be sent again).
-            runtime.planner.timer = lambda: clock().timestamp()
-            # The tick's sweep sleeps until each send's moment: on the fake clock, which the drains follow.
-            runtime.planner.sleep = clock.sleep
-            metrics.clear_metrics()
-            peek = boto3.client("dynamodb")
-            workload = Workload(
-                shape=shape,
-                runtime=runtime,
-                clock=clock,
-                receiver=receiver,
-                meter=Meter(peek),
-                aws=AwsClock(),
-                esm=boto3.client("sqs"),
-                peek=peek,
-            )
-            workload.create_jobs()
-            workload.seed()
-            if progress:
-                progress(f"{shape.name}: {shape.history * shape.jobs:,} past runs seeded")
-            for client in (runtime.dynamodb, runtime.sqs):
-                workload.meter.attach(client)
-                workload.aws.wrap(client)
-            with _batch_threads_timed(workload):
-                workload.run()
-            workload.check()
-            metrics.clear_metrics()
-            return workload.result(time.perf_counter() - started)
-    finally:
-        next(receivers, None)
+    with Receiver() as receiver, moto_runtime() as runtime, sqs_follows(clock):
+        runtime.metrics = PowertoolsMetricSink()
+        # The planner dates a chunk's delays from when it is sent: on the fake clock, not the wall clock
+        # that moto's slowness moves (sends that took seconds would arrive early and be sent again).
+        runtime.planner.timer = lambda: clock().timestamp()
+        # The tick's sweep sleeps until each send's moment: on the fake clock, which the drains follow.
+        runtime.planner.sleep = clock.sleep
+        metrics.clear_metrics()
+        peek = boto3.client("dynamodb")
+        workload = Workload(
+            shape=shape,
+            runtime=runtime,
+            clock=clock,
+            receiver=receiver,
+            meter=Meter(peek),
+            aws=AwsClock(),
+            esm=boto3.client("sqs"),
+            peek=peek,
+        )
+        workload.create_jobs()
+        workload.seed()
+        if progress:
+            progress(f"{shape.name}: {shape.history * shape.jobs:,} past runs seeded")
+        for client in (runtime.dynamodb, runtime.sqs):
+            workload.meter.attach(client)
+            workload.aws.wrap(client)
+        with _batch_threads_timed(workload):
+            workload.run()
+        workload.check()
+        metrics.clear_metrics()
+        return workload.result(time.perf_counter() - started)
 
 
 def measure_create(period: int) -> dict[str, Any]:
@@ -777,4 +680,4 @@ def measure_create(period: int) -> dict[str, Any]:
         }
 
 
-__all__ = ["Shape", "measure", "measure_create", "moto_at_scale"]
+__all__ = ["Shape", "measure", "measure_create"]

@@ -1,9 +1,10 @@
-"""tickwork's tables and queues in moto, in process (no HTTP), with the runtime wired to them."""
+"""tickwork's tables and queues in moto, in process (no HTTP) as the local stack runs it, with the runtime
+wired to them."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -45,19 +46,19 @@ class NullMetrics:
 @contextmanager
 def moto_runtime(*, max_in_flight: int | None = None, **settings: Any) -> Iterator[Any]:
     """A :class:`tickwork.runtime.Runtime` over moto in process, with one tenant (no in-flight limit to
-    speak of). DynamoDB calls are serialised as in the local stack."""
+    speak of). moto and the DynamoDB calls' serialisation are the local stack's."""
     with aws_environment():
         import boto3
-        from moto import mock_aws
         from tickwork import tables
         from tickwork.adapters.tenants import DynamoTenantStore
         from tickwork.config import Settings
         from tickwork.domain.tenants import Tenant
         from tickwork.runtime import build_runtime, runtime
         from tickwork_local.atomic import serialise_dynamodb
+        from tickwork_local.harness import moto_aws
 
         runtime.cache_clear()
-        with mock_aws():
+        with moto_aws():
             dynamodb = boto3.client("dynamodb", region_name=REGION)
             sqs = boto3.client("sqs", region_name=REGION)
             for definition in tables.ALL_TABLES:
@@ -105,24 +106,3 @@ def _value_size(value: dict[str, Any]) -> int:
     if kind == "L":
         return 3 + sum(_value_size(sub) + 1 for sub in inner)
     return sum(len(str(member).encode()) for member in inner)
-
-
-@contextmanager
-def sqs_follows(clock: Callable[[], datetime]) -> Iterator[None]:
-    """moto's SQS measures delays and visibility timeouts on the wall clock; make it read the fake one."""
-    import moto.sqs.models
-
-    sqs_models: Any = moto.sqs.models  # its time functions are imported names, replaced for a while
-    original_seconds, original_millis = sqs_models.unix_time, sqs_models.unix_time_millis
-
-    def unix_time(dt: datetime | None = None) -> float:
-        return float(original_seconds(dt)) if dt is not None else clock().timestamp()
-
-    def unix_time_millis(dt: datetime | None = None) -> float:
-        return float(original_millis(dt)) if dt is not None else clock().timestamp() * 1000
-
-    sqs_models.unix_time, sqs_models.unix_time_millis = unix_time, unix_time_millis
-    try:
-        yield
-    finally:
-        sqs_models.unix_time, sqs_models.unix_time_millis = original_seconds, original_millis

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tickwork_local.harness import Message, Pump, Received, Receiver, Reply, partial_batches
+
 from bench._faults import DYNAMODB_WRITES, SQS_SENDS, FaultInjector, FaultRule, Stratified
-from bench._moto import sqs_follows
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 TENANT = "acme"
@@ -94,69 +94,38 @@ class Call:
     status: int
 
 
-class Receiver:
-    """A real webhook target on loopback. ``/ok`` answers 200, ``/flaky/<k>`` 500 to attempts 1..k then
-    200, ``/down`` always 500. It records each call with the fake time it arrived, and the most calls of
-    one run it had in progress at once."""
+def receiver(clock: FakeClock) -> Receiver:
+    """A real webhook target on loopback (``tickwork_local.harness.Receiver``). ``/ok`` answers 200,
+    ``/flaky/<k>`` 500 to attempts 1..k then 200, ``/down`` always 500. It records each call with the fake
+    time it arrived, and the most calls of one run it had in progress at once."""
 
-    def __init__(self, clock: FakeClock):
-        self.clock = clock
-        self.calls: list[Call] = []
-        self.in_progress: Counter[str] = Counter()
-        self.max_in_progress: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                receiver._serve(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def url(self, path: str) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}{path}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def _serve(self, request: BaseHTTPRequestHandler) -> None:
-        body = json.loads(request.rfile.read(int(request.headers.get("Content-Length", "0"))))
-        run_id = str(body["run_id"])
+    def answer(request: Received) -> Reply:
         attempt = int(request.headers["X-Tickwork-Attempt"])
-        with self._lock:
-            self.in_progress[run_id] += 1
-            self.max_in_progress[run_id] = max(self.max_in_progress[run_id], self.in_progress[run_id])
-            arrived = self.clock()
-        try:
-            flaky = request.path.startswith("/flaky/")
-            failing = request.path == "/down" or (flaky and attempt <= int(request.path.rsplit("/", 1)[1]))
-            status = 500 if failing else 200
-            with self._lock:
-                self.calls.append(
-                    Call(
-                        path=request.path,
-                        run_id=run_id,
-                        attempt=attempt,
-                        idempotency_key=request.headers["Idempotency-Key"],
-                        scheduled_for=datetime.fromisoformat(request.headers["X-Tickwork-Scheduled-For"]),
-                        at=arrived,
-                        status=status,
-                    )
-                )
-            request.send_response(status)
-            request.send_header("Content-Length", "2")
-            request.end_headers()
-            request.wfile.write(b"ok")
-        finally:
-            with self._lock:
-                self.in_progress[run_id] -= 1
+        flaky = request.path.startswith("/flaky/")
+        failing = request.path == "/down" or (flaky and attempt <= int(request.path.rsplit("/", 1)[1]))
+        return Reply(500 if failing else 200, body=b"ok")
+
+    return Receiver(
+        answer=answer,
+        group=lambda request: str(request.json()["run_id"]),
+        clock=lambda: clock().timestamp(),
+    )
+
+
+def calls_of(receiver: Receiver) -> list[Call]:
+    """What the receiver got, call by call."""
+    return [
+        Call(
+            path=request.path,
+            run_id=str(request.json()["run_id"]),
+            attempt=int(request.headers["X-Tickwork-Attempt"]),
+            idempotency_key=request.headers["Idempotency-Key"],
+            scheduled_for=datetime.fromisoformat(request.headers["X-Tickwork-Scheduled-For"]),
+            at=datetime.fromtimestamp(request.at, UTC),
+            status=request.status,
+        )
+        for request in list(receiver.requests)
+    ]
 
 
 # --- the world: moto, runtimes, clock -----------------------------------------------------------------------
@@ -196,19 +165,19 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
 
     with aws_environment():
         import boto3
-        from moto import mock_aws
         from tickwork import tables
         from tickwork.adapters.tenants import DynamoTenantStore
         from tickwork.config import Settings
         from tickwork.domain.tenants import Tenant
         from tickwork.runtime import build_runtime, runtime
         from tickwork_local.atomic import serialise_dynamodb
+        from tickwork_local.harness import moto_aws
 
         runtime.cache_clear()
         clock = FakeClock(START)
-        receiver = Receiver(clock)
+        webhooks = receiver(clock)
         try:
-            with mock_aws(), sqs_follows(clock):
+            with moto_aws(clock=clock):
                 checker = boto3.client("dynamodb")
                 sqs = boto3.client("sqs")
                 for definition in tables.ALL_TABLES:
@@ -250,7 +219,7 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
                 )
                 yield World(
                     clock=clock,
-                    receiver=receiver,
+                    receiver=webhooks,
                     planners=[make("planner", i) for i in range(planners)],
                     workers=[make("worker", i) for i in range(workers)],
                     checker=checker,
@@ -259,7 +228,7 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
                     metrics=metrics,
                 )
         finally:
-            receiver.close()
+            webhooks.close()
             runtime.cache_clear()
 
 
@@ -322,50 +291,26 @@ def create_workload(world: World, fires: int, rng: random.Random) -> None:
 
 
 # --- driving ------------------------------------------------------------------------------------------------
-def receive(world: World) -> list[dict[str, Any]]:
-    response = world.sqs.receive_message(
-        QueueUrl=world.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=RECEIVE_VISIBILITY
-    )
-    messages: list[dict[str, Any]] = response.get("Messages", [])
-    return messages
-
-
-def deliver(world: World, messages: list[dict[str, Any]], runtime: Any, worker: Any) -> None:
-    """One worker invocation, then what the event source mapping does: delete what succeeded. A process
-    that dies mid-batch deletes nothing; its messages come back after their visibility timeout."""
-    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-
+def mapping(world: World, runtime: Any, worker: Any) -> Pump:
+    """The run queue's event source mapping into one worker (``handle_record`` with its runtime and worker),
+    through the client no fault touches."""
     from functions.worker.handler import handle_record
 
-    event = {
-        "Records": [
-            {
-                "messageId": message["MessageId"],
-                "receiptHandle": message["ReceiptHandle"],
-                "body": message["Body"],
-                "attributes": {"ApproximateReceiveCount": "1"},
-                "messageAttributes": {},
-                "md5OfBody": message.get("MD5OfBody", ""),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tickwork-runs",
-                "awsRegion": "us-east-1",
-            }
-            for message in messages
-        ]
-    }
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return Pump(
+        world.sqs,
+        world.queue_url,
+        partial_batches(lambda record: handle_record(record, runtime, worker)),
+        visibility_timeout=RECEIVE_VISIBILITY,
+    )
+
+
+def deliver(pump: Pump, messages: list[Message]) -> None:
+    """One worker invocation, then what the event source mapping does: delete what succeeded. A process
+    that dies mid-batch deletes nothing; its messages come back after their visibility timeout."""
     try:
-        response = process_partial_response(
-            event=event,
-            record_handler=lambda record: handle_record(record, runtime, worker),
-            processor=processor,
-        )
+        pump.deliver(messages)
     except ProcessKilled:
         return
-    failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
-    for message in messages:
-        if message["MessageId"] not in failed:
-            world.sqs.delete_message(QueueUrl=world.queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
 @dataclass
@@ -394,7 +339,7 @@ class Drive:
     events: Counter[str] = field(default_factory=Counter)
     touched: set[str] = field(default_factory=set)  # run ids a kill or a duplicate delivery hit
     last_fault_at: datetime | None = None
-    workers: list[tuple[Any, Any]] = field(default_factory=list)  # (runtime, worker)
+    workers: list[Pump] = field(default_factory=list)  # the mapping into each worker
 
     def note(self, kind: str, run_id: str | None = None) -> None:
         self.events[kind] += 1
@@ -428,7 +373,7 @@ class Drive:
             worker = runtime.worker(
                 clock=clock, sleep=self.world.clock.sleep, execute=execute, worker_id=f"worker-{index}"
             )
-            self.workers.append((runtime, worker))
+            self.workers.append(mapping(self.world, runtime, worker))
 
     def tick(self) -> None:
         planners = self.world.planners if self.scenario.racing_planners else self.world.planners[:1]
@@ -456,23 +401,21 @@ class Drive:
 
     def work(self) -> None:
         for _ in range(100):  # bounded: each round takes at least one message off the queue's visible set
-            messages = receive(self.world)
+            messages = self.workers[0].receive()  # each worker's mapping receives from the same queue
             if not messages:
                 return
             pick = self.rng.randrange(len(self.workers))
-            runtime, worker = self.workers[pick]
+            one = self.workers[pick]
             if not self.scenario.duplicate_deliveries:
-                deliver(self.world, messages, runtime, worker)
+                deliver(one, messages)
                 continue
             for message in messages:
                 self.note("message delivered twice", json.loads(message["Body"])["run_id"])
-            other_runtime, other_worker = self.workers[(pick + 1) % len(self.workers)]
+            other = self.workers[(pick + 1) % len(self.workers)]
             if self.rng.random() < 0.5:
                 threads = [
-                    threading.Thread(target=deliver, args=(self.world, messages, runtime, worker)),
-                    threading.Thread(
-                        target=deliver, args=(self.world, messages, other_runtime, other_worker)
-                    ),
+                    threading.Thread(target=deliver, args=(one, messages)),
+                    threading.Thread(target=deliver, args=(other, messages)),
                 ]
                 for thread in threads:
                     thread.start()
@@ -480,8 +423,8 @@ class Drive:
                     thread.join()
                 self.events["concurrent double deliveries"] += len(messages)
             else:
-                deliver(self.world, messages, runtime, worker)
-                deliver(self.world, messages, other_runtime, other_worker)
+                deliver(one, messages)
+                deliver(other, messages)
 
 
 def all_runs(world: World) -> dict[str, Any]:
@@ -574,7 +517,8 @@ def verdict(drive: Drive, finished_at: datetime, wall_seconds: float) -> Outcome
     runs = all_runs(world)
     skew = timedelta(seconds=max((abs(s) for s in drive.scenario.worker_skews), default=0.0))
     calls_by_run: dict[str, list[Call]] = {}
-    for call in world.receiver.calls:
+    received = calls_of(world.receiver)
+    for call in received:
         calls_by_run.setdefault(call.run_id, []).append(call)
 
     overlapping = []
@@ -649,11 +593,11 @@ def verdict(drive: Drive, finished_at: datetime, wall_seconds: float) -> Outcome
         lost=sorted(set(world.expected) - set(runs)),
         not_terminal=sorted(r for r, run in runs.items() if run.status not in TERMINAL_RUN_STATUSES),
         overlapping_attempts=sorted(set(overlapping)),
-        concurrent_calls=sorted(r for r, n in world.receiver.max_in_progress.items() if n > 1),
+        concurrent_calls=sorted(r for r, n in world.receiver.most_at_once.items() if n > 1),
         duplicated=sorted(duplicated),
         at_least_once_repeats=sorted(repeats),
-        wrong_keys=sorted({c.run_id for c in world.receiver.calls if c.idempotency_key != c.run_id}),
-        early=sorted({c.run_id for c in world.receiver.calls if c.at < c.scheduled_for}),
+        wrong_keys=sorted({c.run_id for c in received if c.idempotency_key != c.run_id}),
+        early=sorted({c.run_id for c in received if c.at < c.scheduled_for}),
         recovered=len(hit_done),
         hit=len(hit_ids),
         fake_seconds=(finished_at - START).total_seconds(),
@@ -667,7 +611,7 @@ def verdict(drive: Drive, finished_at: datetime, wall_seconds: float) -> Outcome
         ),
         wall_seconds=wall_seconds,
         max_early_seconds=max(
-            (float((c.scheduled_for - c.at).total_seconds()) for c in world.receiver.calls), default=0.0
+            (float((c.scheduled_for - c.at).total_seconds()) for c in received), default=0.0
         ),
     )
 

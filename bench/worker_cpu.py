@@ -24,8 +24,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,17 +87,6 @@ def per_run(tally: Tally, runs: int) -> dict[str, float]:
     }
 
 
-@contextmanager
-def _receiver() -> Iterator[Any]:
-    from tests.support.engine import start_receiver
-
-    receivers = start_receiver()
-    try:
-        yield next(receivers)
-    finally:
-        next(receivers, None)
-
-
 class Bench:
     """One kind's jobs in moto on a fake clock, driven round by round."""
 
@@ -139,23 +127,25 @@ class Bench:
         self.current.planner_tick.tick(self.clock(), list(range(self.current.settings.due_shards)))
 
     def drain(self, record_handler: Callable[[Any], str]) -> int:
-        from tests.support.engine import deliver, receive
+        """The run queue's event source mapping into ``record_handler`` until nothing is visible."""
+        from tickwork_local.harness import Pump, partial_batches
 
-        handled = 0
-        while messages := receive(self.current.sqs, self.current.queue_url):
-            deliver(self.current.sqs, self.current.queue_url, messages, record_handler)
-            handled += len(messages)
-        return handled
+        mapping = Pump(
+            self.current.sqs, self.current.queue_url, partial_batches(record_handler), visibility_timeout=30
+        )
+        return mapping.drain()
 
 
 def measure(kind: Kind, runs: int, *, jobs: int = 25) -> WorkerResult:
+    from tickwork_local.harness import Receiver, sqs_follows
+
     from bench._cost_meter import Meter
-    from bench._moto import REGION, moto_runtime, sqs_follows
+    from bench._moto import REGION, moto_runtime
 
     jobs = min(jobs, runs)
     rounds = math.ceil(runs / jobs)
     with (
-        _receiver() as receiver,
+        Receiver() as receiver,
         moto_runtime(
             max_in_flight=kind.max_in_flight, planner_horizon_seconds=60, planner_lookahead_seconds=10
         ) as current,
