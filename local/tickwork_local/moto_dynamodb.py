@@ -383,23 +383,41 @@ def stored_items(table_name: str) -> list[dict[str, Any]]:
 
 def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
     """Store many items as they were saved (a snapshot): moto accepted each once, so neither its checks nor
-    its size limit run again, and the indexes are built once at the end rather than item by item."""
+    its size limit run again, and the indexes are built afterwards in one pass rather than item by item."""
     from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
 
+    def typed(value: dict[str, Any]) -> Any:
+        """``DynamoType(value)`` without its checks: the value came from moto's own ``to_json``."""
+        ((kind, inner),) = value.items()
+        made = new(DynamoType)
+        made.type = kind
+        if kind == "M":
+            made.value = {name: typed(member) for name, member in inner.items()}
+        elif kind == "L":
+            made.value = [typed(member) for member in inner]
+        else:
+            made.value = inner
+        return made
+
+    new = object.__new__
     table = _backend().get_table(table_name)
     hash_name, range_name = table.hash_key_attr, table.range_key_attr
     for item in items:
-        stored: Any = Item.__new__(Item)
-        stored.hash_key = DynamoType(item[hash_name])
-        stored.range_key = DynamoType(item[range_name]) if range_name else None
+        stored: Any = new(Item)
+        stored.hash_key = typed(item[hash_name])
+        stored.range_key = typed(item[range_name]) if range_name else None
         stored.attrs = LimitedSizeDict()
-        dict.update(stored.attrs, {key: DynamoType(value) for key, value in item.items()})
+        dict.update(stored.attrs, {key: typed(value) for key, value in item.items()})
         if range_name:
             table.items[stored.hash_key][stored.range_key] = stored
         else:
             table.items[stored.hash_key] = stored
-    table.__dict__.pop("_tickwork_indexes", None)
-    _indexes(table)
+    table.__dict__.pop("_tickwork_indexes", None)  # built by the first query, or by ``build_indexes``
+
+
+def build_indexes(table_name: str) -> None:
+    """Build a table's index partitions now rather than at its first query."""
+    _indexes(_backend().get_table(table_name))
 
 
 def load_item(table_name: str, item: dict[str, Any]) -> None:

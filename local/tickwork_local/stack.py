@@ -315,6 +315,11 @@ class LocalStack:
                 queues.received(state["queue"], state["received"])
             count += 1
         queues.finish()
+        # The indexes (0.3 s for 10,000 jobs) are built while the API starts; the first DynamoDB call
+        # waits for them, as every call waits for the one before.
+        self.spawn(
+            self.build_indexes, "tickwork-indexes", [table.default_name for table in tables.ALL_TABLES]
+        )
         # The snapshot already holds everything unless a journal was replayed over it (or it is old).
         self.snapshot_current = (self.data_dir / SNAPSHOT_FILE).exists() and not legacy and replayed == 0
         if not legacy:
@@ -327,6 +332,14 @@ class LocalStack:
                 if item.get("status") == {"S": "ACTIVE"} and tables.JOB_ID in item:
                     self.restored_jobs.append((item[tables.JOB_TENANT]["S"], item[tables.JOB_ID]["S"]))
         return count
+
+    def build_indexes(self, table_names: list[str]) -> None:
+        from tickwork_local.atomic import holding_writes
+        from tickwork_local.moto_dynamodb import build_indexes
+
+        with holding_writes():
+            for name in table_names:
+                build_indexes(name)
 
     def open_journal(self) -> None:
         """From here on every DynamoDB write is on disk before its call returns (``tickwork_local.journal``).
