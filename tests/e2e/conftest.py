@@ -97,7 +97,11 @@ def tickwork_command() -> list[str]:
 
 
 def start_local(
-    data_dir: Path, *, tenants: str | None, environment: Mapping[str, str] | None = None
+    data_dir: Path,
+    *,
+    tenants: str | None,
+    environment: Mapping[str, str] | None = None,
+    poll_seconds: float = 0.2,
 ) -> Local:
     """`tickwork local` in a subprocess on a free port, once it answers /v1/health. ``environment`` adds
     to (or overrides) this process's environment."""
@@ -135,7 +139,7 @@ def start_local(
                     return local
         except OSError:
             pass
-        time.sleep(0.2)
+        time.sleep(poll_seconds)
     process.kill()
     raise AssertionError("tickwork local was not healthy in time:\n" + "".join(local.output))
 
