@@ -313,12 +313,12 @@ def test_overlap_holds_under_racing_workers_and_duplicate_deliveries(engine: Eng
     for second in range(1, 5):
         engine.clock.advance(seconds=1)
         engine.tick()
-        messages = engine.sqs.receive_message(
-            QueueUrl=engine.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=30
-        ).get("Messages", [])
-        started = []
-        for message in messages:
-            body = RunMessage.model_validate_json(message["Body"])
+        started: list[threading.Thread] = []
+
+        def to_two_workers(
+            record: Any, second: int = second, started: list[threading.Thread] = started
+        ) -> str:
+            body = RunMessage.model_validate_json(record.body)
             for copy in range(2):
                 worker = engine.runtime.worker(
                     clock=engine.clock, sleep=engine.clock.sleep, execute=slow, worker_id=f"w{second}-{copy}"
@@ -326,7 +326,9 @@ def test_overlap_holds_under_racing_workers_and_duplicate_deliveries(engine: Eng
                 thread = threading.Thread(target=worker.handle, args=(body,))
                 thread.start()
                 started.append(thread)
-            engine.sqs.delete_message(QueueUrl=engine.queue_url, ReceiptHandle=message["ReceiptHandle"])
+            return "handed to two workers"
+
+        engine.pump(to_two_workers).once()  # the batch is deleted once every record is handed out
         time.sleep(0.3)  # every racer has claimed (and is in its call) or given up
         threads.extend(started)
     release.set()
@@ -372,18 +374,17 @@ def test_tenant_in_flight_limit_is_never_exceeded(engine: Engine, dynamodb: Any)
         for _ in range(10)
     ]
     for _ in range(20):
-        messages = engine.sqs.receive_message(QueueUrl=engine.queue_url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
-        if not messages:
+        threads: list[threading.Thread] = []
+
+        def to_a_worker_each(record: Any, threads: list[threading.Thread] = threads) -> str:
+            worker = engine.runtime.worker(clock=engine.clock, sleep=engine.clock.sleep, execute=slow)
+            body = RunMessage.model_validate_json(record.body)
+            threads.append(threading.Thread(target=worker.handle, args=(body,)))
+            return "handed to a worker"
+
+        if not engine.pump(to_a_worker_each).once():  # the batch is deleted before its workers start
             engine.clock.advance(seconds=2)
             continue
-        threads = []
-        for message in messages:
-            worker = engine.runtime.worker(clock=engine.clock, sleep=engine.clock.sleep, execute=slow)
-            body = RunMessage.model_validate_json(message["Body"])
-            threads.append(threading.Thread(target=worker.handle, args=(body,)))
-            engine.sqs.delete_message(QueueUrl=engine.queue_url, ReceiptHandle=message["ReceiptHandle"])
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -22,7 +22,6 @@ from bench._faults import SQS_SENDS, FaultInjector, FaultRule
 from bench.faults import SCENARIOS, Outcome, run_scenario
 from tests.integration.conftest import START
 from tests.reliability.conftest import Engine
-from tests.support.engine import receive
 
 FIRES = 30
 SEED = 11
@@ -240,7 +239,7 @@ def test_a_planner_that_dies_between_two_sends_moves_no_cursor_and_loses_nothing
     with pytest.raises(Died):
         engine.tick()
     engine.sqs.meta.events.unregister("before-parameter-build.sqs.SendMessageBatch", die_on_the_second)
-    assert len(receive(engine.sqs, engine.queue_url)) == 10
+    assert len(engine.pump().receive()) == 10
     # When the next tick runs
     report = engine.tick()
     # Then it plans every job (the cursors waited for every send), and each fire runs once

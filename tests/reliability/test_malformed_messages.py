@@ -21,10 +21,8 @@ from tickwork.app.ports import Expect
 from tickwork.domain.models import Run, RunStatus, manual_run_id, scheduled_run_id
 from tickwork.observability import logger
 
-from functions.worker.handler import handle_record
 from tests.conftest import scan_all
 from tests.integration.conftest import Engine
-from tests.support.engine import deliver, receive
 
 
 @pytest.fixture
@@ -74,12 +72,10 @@ def send_and_deliver(engine: Engine, body: str) -> dict[str, Any]:
     """Put one message on the run queue and hand it to one worker invocation; returns the batch response."""
     assert queue_depth(engine) == 0
     engine.sqs.send_message(QueueUrl=engine.queue_url, MessageBody=body, MessageGroupId="tenant")
-    messages = receive(engine.sqs, engine.queue_url)
+    pump = engine.pump()
+    messages = pump.receive()
     assert [message["Body"] for message in messages] == [body]
-    worker = engine.worker()
-    return deliver(
-        engine.sqs, engine.queue_url, messages, lambda record: handle_record(record, engine.runtime, worker)
-    )
+    return dict(pump.deliver(messages))
 
 
 MALFORMED_BODY = "malformed run message dropped"
