@@ -88,7 +88,12 @@ def test_a_send_is_in_the_journal_and_synced_before_it_returns(tmp_path: Path) -
     with stack_on(tmp_path) as (stack, sqs, url, _dlq):
         synced: list[int] = []
         original = stack.journal.sync
-        stack.journal.sync = lambda fd: (synced.append(fd), original(fd))[1]
+
+        def counted(fd: int) -> None:
+            synced.append(fd)
+            original(fd)
+
+        stack.journal.sync = counted
         message_id = sqs.send_message(QueueUrl=url, MessageBody="a fire")["MessageId"]
         lines = [line for line in replay(tmp_path) if "message" in line]
         assert [line["message"]["id"] for line in lines] == [message_id]
