@@ -233,6 +233,13 @@ def parse_when(text: str) -> str:
     return text
 
 
+def batch_size(text: str) -> int:
+    value = positive_int(text)
+    if value > 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 10, the most SQS hands out per receive")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -932,6 +939,7 @@ def cmd_local(args: argparse.Namespace, session: Session) -> int:
         log_file=args.log_file,
         tick_seconds=args.tick_seconds,
         workers=args.workers,
+        batch_size=args.batch_size,
     )
 
 
@@ -1232,7 +1240,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often the planner and sweeper run (default 1.0)",
     )
     local.add_argument(
-        "--workers", type=positive_int, default=4, help="how many threads poll the run queue (default 4)"
+        "--workers",
+        type=positive_int,
+        default=4,
+        help="how many worker invocations run at once, each polling the run queue, as the event source"
+        " mapping's concurrency (default 4)",
+    )
+    local.add_argument(
+        "--batch-size",
+        type=batch_size,
+        default=10,
+        help="messages per worker invocation, 1 to 10, as the event source mapping's batch size (default"
+        " 10); a batch's runs go side by side, up to TICKWORK_WORKER_PARALLELISM (default 10)",
     )
 
     # jobs ------------------------------------------------------------------------------------------------

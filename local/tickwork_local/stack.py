@@ -163,6 +163,7 @@ class LocalStack:
         log_file: str | None,
         tick_seconds: float,
         workers: int,
+        batch_size: int = 10,
         out: TextIO = sys.stdout,
     ):
         self.host = host
@@ -173,6 +174,7 @@ class LocalStack:
         self.tick_seconds = tick_seconds
         self.restored_jobs: list[tuple[str, str]] = []
         self.workers = workers
+        self.batch_size = batch_size  # the event source mapping's batch size: messages per invocation
         self.out = out
         self.stop = threading.Event()
         self.ready = threading.Event()
@@ -491,6 +493,7 @@ class LocalStack:
             current.sqs,
             current.queue_url,
             partial_batches(handle, processor=lambda: JobOrderedBatchProcessor(parallelism=parallelism)),
+            batch_size=self.batch_size,
             wait_seconds=1,
             visibility_timeout=60,
             # Like a Lambda killed mid-batch: nothing of the batch is deleted, the visibility timeout hands
@@ -509,18 +512,19 @@ class LocalStack:
 
     def status_line(self) -> str:
         import boto3
-        from tickwork import tables
         from tickwork.app.service import percentile
         from tickwork.runtime import runtime
 
         current = runtime()
-        active = boto3.client("dynamodb").scan(
-            TableName=current.settings.jobs_table,
-            Select="COUNT",
-            FilterExpression="#s = :active AND #sk = :job",
-            ExpressionAttributeNames={"#s": "status", "#sk": tables.JOBS_SK},
-            ExpressionAttributeValues={":active": {"S": "ACTIVE"}, ":job": {"S": tables.JOB_SK}},
-        )["Count"]
+        # Each tenant's item counts its registered jobs (active or paused): a scan of tenants, not jobs.
+        registered = sum(
+            int(item["job_count"]["N"])
+            for page in boto3.client("dynamodb")
+            .get_paginator("scan")
+            .paginate(TableName=current.settings.tenants_table, ProjectionExpression="job_count")
+            for item in page["Items"]
+            if "job_count" in item
+        )
         attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue_url, AttributeNames=["All"])[
             "Attributes"
         ]
@@ -540,7 +544,7 @@ class LocalStack:
         )
         failed = int(sum(recent.get("RunsFailed", [])) + sum(recent.get("RunsDead", [])))
         return (
-            f"[{datetime.now(UTC):%H:%M:%S}] jobs active {active} | last 60 s: started {started}, "
+            f"[{datetime.now(UTC):%H:%M:%S}] jobs registered {registered} | last 60 s: started {started}, "
             f"succeeded {succeeded}, failed {failed} | lag p50 {percentile(lags, 50)} ms, "
             f"p99 {percentile(lags, 99)} ms | queue depth {depth}"
         )
@@ -751,6 +755,7 @@ def run_local(
     log_file: str | None = None,
     tick_seconds: float = 1.0,
     workers: int = 4,
+    batch_size: int = 10,
 ) -> int:
     stack = LocalStack(
         host=host,
@@ -760,5 +765,6 @@ def run_local(
         log_file=log_file,
         tick_seconds=tick_seconds,
         workers=workers,
+        batch_size=batch_size,
     )
     return stack.run()

@@ -180,7 +180,7 @@ def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, re
     )
     current.service.create_job("acme", spec, datetime.now(UTC))
     before = stack.status_line()
-    assert "jobs active 1" in before
+    assert "jobs registered 1" in before
     assert "queue depth 1" in before
     message = current.sqs.receive_message(QueueUrl=current.queue_url)["Messages"][0]
     current.worker().handle(RunMessage.model_validate_json(message["Body"]))

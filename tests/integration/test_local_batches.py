@@ -1,0 +1,63 @@
+"""The local stack's worker invocations are batched as the event source mapping's are: ``--batch-size``
+messages at most per invocation (1 to 10, as SQS allows), ``--workers`` invocations at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tickwork.domain.models import JobSpec
+from tickwork.runtime import runtime
+from tickwork_local import harness
+from tickwork_local.cli import build_parser, main
+from tickwork_local.harness import Receiver
+from tickwork_local.stack import running_in_thread
+
+
+def test_the_batch_size_is_an_option_from_1_to_10(capsys: pytest.CaptureFixture[str]) -> None:
+    assert build_parser().parse_args(["local", "--batch-size", "3"]).batch_size == 3
+    assert build_parser().parse_args(["local"]).batch_size == 10
+    for refused in ("0", "11", "ten"):
+        assert main(["local", "--batch-size", refused]) == 2
+        assert "--batch-size" in capsys.readouterr().err
+
+
+def test_each_invocation_gets_at_most_batch_size_messages(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    batches: list[int] = []
+    original = harness.sqs_event
+
+    def recorded(messages: Sequence[Any], queue_url: str) -> dict[str, Any]:
+        batches.append(len(messages))
+        return original(messages, queue_url)
+
+    monkeypatch.setattr(harness, "sqs_event", recorded)
+    with (
+        Receiver() as receiver,
+        running_in_thread(
+            environment={"TICKWORK_LOCAL_TENANTS": "acme:tw_batches", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            log_file=str(tmp_path / "tickwork.log"),
+            tick_seconds=0.5,
+            workers=1,
+            batch_size=2,
+        ),
+    ):
+        now = datetime.now(UTC)
+        for index in range(6):
+            spec = {
+                "name": f"batch-{index}",
+                "schedule": {"type": "once", "at": now.isoformat()},
+                "target": {"type": "http", "url": receiver.url("/batched")},
+            }
+            runtime().service.create_job("acme", JobSpec.model_validate(spec), now)
+        deadline = time.monotonic() + 30
+        while len(receiver.for_path("/batched")) < 6 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert len(receiver.for_path("/batched")) == 6
+    assert batches and max(batches) <= 2
+    assert sum(batches) >= 6
