@@ -3,7 +3,7 @@ restarted under it.
 
     python -m bench.soak --minutes 10
 
-The real local stack (``tickwork_local.stack.LocalStack``, in process: moto's server on loopback, the
+The real local stack (``tickwork_local.stack.LocalStack``, in process: moto in process, the
 planner/sweeper loop ticking every second, 4 worker pollers) and a loopback webhook receiver with three
 paths: ``/ok`` answers 200, ``/slow`` holds the request a few seconds then answers 200, ``/fail`` answers
 500 (those runs retry and go DEAD). A few hundred cron jobs are created through the service layer (the code
