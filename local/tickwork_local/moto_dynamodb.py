@@ -336,6 +336,60 @@ def _reuse_parsed_expressions(backend_module: Any) -> None:
 
     ConditionExpressionParser._lex_condition_expression = lex  # type: ignore[method-assign]
 
+    _validate_update_shapes_once()
+
+
+def _validate_update_shapes_once() -> None:
+    """Three of the ten passes moto makes over an update expression's tree check only its shape against the
+    attribute names and the table's keys (how many actions, no overlapping paths, no key attribute set).
+    Their answer is the same every time for the same expression, names and keys, so once one has passed
+    they are skipped for it; the passes that read the values and the item run every time."""
+    from moto.dynamodb.parsing.validators import (
+        ActionCountValidator,
+        OverlappingPathsValidator,
+        UpdateExpressionValidator,
+        UpdateHashRangeKeyValidator,
+    )
+
+    shape_checks = (ActionCountValidator, OverlappingPathsValidator, UpdateHashRangeKeyValidator)
+    # Keyed by the parsed tree's id; each entry keeps its tree alive, so the id is never another tree's.
+    passed: dict[tuple[Any, ...], Any] = {}
+    original_processors = UpdateExpressionValidator.get_ast_processors
+    original_validate = UpdateExpressionValidator.validate
+
+    def shape_key(validator: Any) -> tuple[Any, ...]:
+        return (
+            validator._tickwork_expression,
+            tuple(sorted((validator.expression_attribute_names or {}).items())),
+            tuple(validator.table.table_key_attrs),
+        )
+
+    def get_ast_processors(self: Any) -> list[Any]:
+        processors = original_processors(self)
+        if shape_key(self) in passed:
+            processors = [p for p in processors if not isinstance(p, shape_checks)]
+        return processors
+
+    def validate(self: Any) -> Any:
+        result = original_validate(self)
+        if len(passed) > 4096:
+            passed.clear()
+        passed[shape_key(self)] = self._tickwork_tree
+        return result
+
+    original_init = UpdateExpressionValidator.__init__
+
+    def init(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
+        self._tickwork_expression = id(expression)
+        self._tickwork_tree = expression
+        self.table = kwargs.get("table", args[3] if len(args) > 3 else None)
+        self.expression_attribute_names = kwargs.get("expression_attribute_names", args[0] if args else None)
+        original_init(self, expression, *args, **kwargs)
+
+    UpdateExpressionValidator.__init__ = init  # type: ignore[method-assign]
+    UpdateExpressionValidator.get_ast_processors = get_ast_processors  # type: ignore[method-assign]
+    UpdateExpressionValidator.validate = validate  # type: ignore[method-assign]
+
 
 def _query_candidates(
     table: Any, hash_key: Any, comparison: Any, values: Any, index_name: str | None, kwargs: dict[str, Any]

@@ -429,3 +429,34 @@ def test_the_item_size_limit_is_moto_s_checked_once_per_item(client: Any) -> Non
         client.put_item(TableName=TABLE, Item=too_large)
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert "size" in refused.value.response["Error"]["Message"].lower()
+
+
+def test_an_update_s_shape_is_checked_again_when_its_names_change(client: Any) -> None:
+    key = {tables.JOBS_PK: {"S": "acme#job-00001"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    client.put_item(TableName=TABLE, Item=job(1, shard=0, due=1))
+    update = {"TableName": TABLE, "Key": key, "UpdateExpression": "SET #a = :v"}
+    for _ in range(2):  # the second time, the shape checks of this expression and names are skipped
+        client.update_item(
+            **update,
+            ExpressionAttributeNames={"#a": "colour"},
+            ExpressionAttributeValues={":v": {"S": "red"}},
+        )
+    # The same expression naming a key attribute is refused, as moto refuses it on its own.
+    with pytest.raises(ClientError) as refused:
+        client.update_item(
+            **update,
+            ExpressionAttributeNames={"#a": tables.JOBS_PK},
+            ExpressionAttributeValues={":v": {"S": "x"}},
+        )
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "part of the key" in refused.value.response["Error"]["Message"]
+    with pytest.raises(ClientError) as overlapping:
+        client.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression="SET #a = :v, #b = :v",
+            ExpressionAttributeNames={"#a": "colour", "#b": "colour"},
+            ExpressionAttributeValues={":v": {"S": "x"}},
+        )
+    assert "overlap" in overlapping.value.response["Error"]["Message"].lower()
+    assert client.get_item(TableName=TABLE, Key=key)["Item"]["colour"] == {"S": "red"}
