@@ -11,6 +11,7 @@ from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts, scan_all
 from tests.support.apigw import ApiGateway, LambdaContext, load_event
+from tests.unit.test_cron_syntax import REFUSED
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 
@@ -62,6 +63,23 @@ def test_sample_bad_schedule_event_is_refused(api: ApiGateway, dynamodb: Any) ->
     assert response.status == 400
     assert response.body["error"]["code"] == "invalid_schedule"
     assert response.body["error"]["field"] == "schedule.expression"
+    assert item_counts(dynamodb) == before
+
+
+@pytest.mark.parametrize(("expression", "message"), REFUSED, ids=[case[0] for case in REFUSED])
+def test_every_refused_cron_expression_is_a_400_naming_schedule_expression(
+    api: ApiGateway, dynamodb: Any, expression: str, message: str
+) -> None:
+    before = item_counts(dynamodb)
+    schedule = {"type": "cron", "expression": expression}
+    response = api.request("POST", "/v1/jobs", token=ACME, body=job_body(schedule=schedule))
+    assert response.status == 400
+    refusal = {
+        "code": "invalid_schedule",
+        "message": f"schedule.expression: {message}",
+        "field": "schedule.expression",
+    }
+    assert response.body["error"] == {**refusal, "details": [refusal]}
     assert item_counts(dynamodb) == before
 
 

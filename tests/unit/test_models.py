@@ -199,7 +199,7 @@ def test_bad_cron_field_is_refused(expression: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("expression", "count"), [("* * * *", 4), ("* * * * * * *", 7), ("0", 1), ("@reboot", 1)]
+    ("expression", "count"), [("* * * *", 4), ("* * * * * * *", 7), ("0", 1), ("0 0", 2)]
 )
 def test_wrong_cron_field_count_is_refused(expression: str, count: int) -> None:
     # Given a cron expression with neither 5 nor 6 fields

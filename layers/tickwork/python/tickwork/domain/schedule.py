@@ -26,20 +26,12 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 from pydantic_core import PydanticCustomError
 
+from tickwork.domain.cron_syntax import check_cron_syntax
 from tickwork.domain.models import LATEST_INSTANT, CronSchedule, OnceSchedule, RateSchedule
 from tickwork.domain.timeutil import to_utc
 
 AnySchedule = OnceSchedule | CronSchedule | RateSchedule
 
-_ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
 # croniter gives up on an expression that matches nothing within this many years (Feb 30 and the like).
 _MAX_YEARS_BETWEEN_MATCHES = 30
 _ONE_MICROSECOND = timedelta(microseconds=1)
@@ -56,15 +48,8 @@ class ParsedCron:
 @lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> ParsedCron:
     """Parse and check an expression once; the planner calls this for every due job."""
-    text = " ".join(expression.split())
-    expanded = _ALIASES.get(text.lower(), text)
+    expanded = check_cron_syntax(expression)
     fields = expanded.split(" ")
-    if len(fields) not in (5, 6):
-        raise PydanticCustomError(
-            "invalid_cron",
-            "cron needs 5 fields, or 6 with seconds first; got {count}",
-            {"count": len(fields)},
-        )
     seconds_first = len(fields) == 6
     hour = fields[2] if seconds_first else fields[1]
     try:
@@ -78,8 +63,9 @@ def parse_cron(expression: str) -> ParsedCron:
     except CroniterBadDateError as error:
         raise PydanticCustomError("cron_never_fires", "cron expression never fires") from error
     except (CroniterBadCronError, CroniterError, ValueError, KeyError, IndexError) as error:
+        # The syntax was checked above; a refusal here is a combination the matcher cannot take.
         raise PydanticCustomError(
-            "invalid_cron", "invalid cron expression: {detail}", {"detail": str(error)}
+            "invalid_cron", "cron expression {expression} cannot be matched", {"expression": expanded}
         ) from error
     return ParsedCron(expanded, seconds_first, hour == "*" or "/" in hour)
 

@@ -1,0 +1,138 @@
+"""Cron syntax is checked field by field: each refusal names the field, the value and what is allowed, in one
+of a fixed set of messages; what is accepted reaches the matcher in one form."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
+from tickwork.domain.cron_syntax import MESSAGES, check_cron_syntax
+from tickwork.domain.models import CronSchedule
+
+REFUSED = [
+    # (expression, exact message)
+    ("* * * *", "cron needs 5 fields, or 6 with seconds first; got 4"),
+    (
+        "@yearl",
+        "unknown alias @yearl; allowed: @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+    ),
+    (
+        "@reboot",
+        "@reboot is not supported: jobs run on a schedule, not when tickwork starts; allowed: @yearly,"
+        " @annually, @monthly, @weekly, @daily, @midnight, @hourly",
+    ),
+    ("60 * * * *", "minute value 60 is out of range; allowed: 0 to 59"),
+    ("* 25 * * *", "hour value 25 is out of range; allowed: 0 to 23"),
+    ("0 0 0 * *", "day of month value 0 is out of range; allowed: 1 to 31"),
+    ("0 0 32 * *", "day of month value 32 is out of range; allowed: 1 to 31"),
+    ("0 0 * 13 *", "month value 13 is out of range; allowed: 1 to 12 or JAN to DEC"),
+    ("0 0 * * 8", "day of week value 8 is out of range; allowed: 0 to 7 or SUN to SAT"),
+    ("60 0 0 * * *", "second value 60 is out of range; allowed: 0 to 59"),
+    ("0 0 * * SUNDAY", "day of week value SUNDAY is not a number or a name; allowed: 0 to 7 or SUN to SAT"),
+    ("0 0 * JANUARY *", "month value JANUARY is not a number or a name; allowed: 1 to 12 or JAN to DEC"),
+    ("a b c d e", "minute value a is not a number or a name; allowed: 0 to 59"),
+    ("*/60 * * * *", "minute step 60 in */60 must be a whole number from 1 to 59"),
+    ("*/61 * * * *", "minute step 61 in */61 must be a whole number from 1 to 59"),
+    ("0/120 * * * *", "minute step 120 in 0/120 must be a whole number from 1 to 59"),
+    ("*/0 * * * *", "minute step 0 in */0 must be a whole number from 1 to 59"),
+    ("0 */24 * * *", "hour step 24 in */24 must be a whole number from 1 to 23"),
+    ("0 0 1 1/13 *", "month step 13 in 1/13 must be a whole number from 1 to 11"),
+    ("0 0 * * */7", "day of week step 7 in */7 must be a whole number from 1 to 6"),
+    ("*/x * * * *", "minute step x in */x must be a whole number from 1 to 59"),
+    (
+        "0 0 1 9-8/3 *",
+        "month range 9-8/3 goes downward; a range must go upward (to wrap around, list both parts, as in"
+        " 9-12,1-8)",
+    ),
+    (
+        "0 0 * * 5-2",
+        "day of week range 5-2 goes downward; a range must go upward (to wrap around, list both parts, as in"
+        " 5-6,0-2)",
+    ),
+    ("0 0 1,,2 * *", "day of month has an empty item in 1,,2; items are separated by single commas"),
+    ("0 0 1, * *", "day of month has an empty item in 1,; items are separated by single commas"),
+    ("? * * * *", "minute cannot be ?; ? is only for day of month or day of week"),
+    ("0 0 * * 1,5#3", "day of week 5#3 must stand alone, not in a list"),
+    ("0 0 3W,15 * *", "day of month 3W must stand alone, not in a list"),
+    ("0 0 32W * *", "day of month 32W: W needs one day before it, 1 to 31, as in 15W"),
+    ("0 0 W * *", "day of month W: W needs one day before it, 1 to 31, as in 15W"),
+    (
+        "0 0 * * 1#6",
+        "day of week 1#6: # needs a day (0 to 7 or SUN to SAT) and an occurrence 1 to 5, as in FRI#3",
+    ),
+    (
+        "0 0 * * FRIDAY#1",
+        "day of week FRIDAY#1: # needs a day (0 to 7 or SUN to SAT) and an occurrence 1 to 5, as in FRI#3",
+    ),
+    (
+        "0 0 * * L",
+        "day of week L: L needs a day (0 to 7 or SUN to SAT) before it, as in 5L or FRIL (the last Friday"
+        " of the month)",
+    ),
+    (
+        "0 0 5L * *",
+        "day of month 5L is not supported; allowed: 1 to 31, L (the last day), nW (the weekday nearest"
+        " day n)",
+    ),
+    (
+        "0 0 LW * *",
+        "day of month LW is not supported; allowed: 1 to 31, L (the last day), nW (the weekday nearest"
+        " day n)",
+    ),
+    (
+        "0 0 L-2 * *",
+        "day of month L-2 is not supported; allowed: 1 to 31, L (the last day), nW (the weekday nearest"
+        " day n)",
+    ),
+    (
+        "0 0 * * LW",
+        "day of week LW is not supported; allowed: 0 to 7 or SUN to SAT, n#k (the k-th day n of the month),"
+        " nL (the last day n of the month)",
+    ),
+    ("0 0 * * 1,5L", "day of week 5L must stand alone, not in a list"),
+]
+
+
+@pytest.mark.parametrize(("expression", "message"), REFUSED, ids=[case[0] for case in REFUSED])
+def test_each_refusal_names_the_field_the_value_and_what_is_allowed(expression: str, message: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        CronSchedule.model_validate({"type": "cron", "expression": expression})
+    [error] = refused.value.errors()
+    assert error["type"] == "invalid_cron"
+    assert error["loc"] == ("expression",)
+    assert error["msg"] == message
+
+
+def test_every_message_of_the_set_is_exercised() -> None:
+    used = set()
+    for expression, _ in REFUSED:
+        try:
+            check_cron_syntax(expression)
+        except PydanticCustomError as error:
+            used.add(error.message_template)
+    assert used == set(MESSAGES.values())
+
+
+@pytest.mark.parametrize(
+    ("expression", "read_as"),
+    [
+        ("@daily", "0 0 * * *"),
+        ("  0   9 *  * MON-FRI ", "0 9 * * MON-FRI"),
+        ("0 0 * jan,Jul *", "0 0 * JAN,JUL *"),
+        ("0 0 ? * 1", "0 0 ? * 1"),
+        ("0 0 L * *", "0 0 L * *"),
+        ("0 0 L,15 * *", "0 0 L,15 * *"),
+        ("0 0 15w * *", "0 0 15W * *"),
+        ("0 0 * * 5L", "0 0 * * L5"),
+        ("0 0 * * FRIL", "0 0 * * L5"),
+        ("0 0 * * L5", "0 0 * * L5"),
+        ("0 0 * * fri#3", "0 0 * * 5#3"),
+        ("0 0 * * 0-7", "0 0 * * 0-7"),
+        ("*/59 */23 */30 */11 */6", "*/59 */23 */30 */11 */6"),
+        ("0 1-59/6 * * * *", "0 1-59/6 * * * *"),
+        ("0 0 1 1-12/3 *", "0 0 1 1-12/3 *"),
+    ],
+)
+def test_accepted_forms_reach_the_matcher_in_one_form(expression: str, read_as: str) -> None:
+    assert check_cron_syntax(expression) == read_as
+    CronSchedule.model_validate({"type": "cron", "expression": expression})
