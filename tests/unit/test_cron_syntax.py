@@ -3,11 +3,15 @@ of a fixed set of messages; what is accepted reaches the matcher in one form."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
+from tickwork.adapters.jobs import job_from_item, job_to_item
 from tickwork.domain.cron_syntax import MESSAGES, check_cron_syntax
-from tickwork.domain.models import CronSchedule
+from tickwork.domain.models import CronSchedule, Job, JobSpec
+from tickwork.domain.schedule import next_fire_time
 
 REFUSED = [
     # (expression, exact message)
@@ -136,3 +140,25 @@ def test_every_message_of_the_set_is_exercised() -> None:
 def test_accepted_forms_reach_the_matcher_in_one_form(expression: str, read_as: str) -> None:
     assert check_cron_syntax(expression) == read_as
     CronSchedule.model_validate({"type": "cron", "expression": expression})
+
+
+@pytest.mark.parametrize("expression", ["*/60 * * * *", "0 0 1 9-8/3 *", "0 0 * * 5-2"])
+def test_a_job_stored_before_the_syntax_was_tightened_still_reads_and_fires(expression: str) -> None:
+    now = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    spec = JobSpec.model_validate(
+        {
+            "name": "old",
+            "schedule": {"type": "cron", "expression": "0 0 * * *"},
+            "target": {"type": "http", "url": "https://example.com/hook"},
+        }
+    )
+    job = Job(**spec.model_dump(), job_id="j1", tenant_id="acme", created_at=now, updated_at=now)
+    # As stored by a release that accepted the expression: written without today's checks.
+    old_schedule = CronSchedule.model_construct(type="cron", expression=expression, timezone="UTC")
+    stored = job_to_item(job.model_copy(update={"schedule": old_schedule}), due_shards=1)
+    with pytest.raises(ValidationError):
+        CronSchedule.model_validate({"type": "cron", "expression": expression})  # refused if new
+    read = job_from_item(stored)
+    assert isinstance(read.schedule, CronSchedule)
+    assert read.schedule.expression == expression
+    assert next_fire_time(read.schedule, now) is not None

@@ -23,7 +23,7 @@ from tickwork.adapters.expressions import Update
 from tickwork.adapters.lanes import lane_from_item
 from tickwork.app.ports import Page
 from tickwork.domain.lanes import Lane
-from tickwork.domain.models import Job, JobStatus
+from tickwork.domain.models import STORED, Job, JobStatus
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import InvalidInput, NameTaken, NotFound, QuotaExceeded, VersionConflict
 
@@ -73,7 +73,7 @@ def job_from_item(item: dict[str, Any]) -> Job:
         next_fire_at=from_epoch_ms(values[tables.DUE_AT]) if tables.DUE_AT in values else None,
         last_fire_at=from_epoch_ms(values["last_fire_at"]) if "last_fire_at" in values else None,
     )
-    return Job.model_validate(fields)
+    return Job.model_validate(fields, context={STORED: True})
 
 
 class DynamoJobStore:

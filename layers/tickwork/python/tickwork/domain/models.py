@@ -22,6 +22,7 @@ from pydantic import (
     JsonValue,
     PlainSerializer,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -29,6 +30,8 @@ from pydantic_core import PydanticCustomError
 
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
 
+# Validation context of a job read back from the store: rules tightened since it was accepted do not apply.
+STORED = "stored"
 MAX_PAYLOAD_BYTES = 256 * 1024
 # AWS targets (SQS, Lambda's async invoke, EventBridge, Step Functions) take at most 256 KiB each, and the
 # payload travels inside the envelope: keep room for it.
@@ -160,9 +163,13 @@ class CronSchedule(_BoundedSchedule):
 
     @field_validator("expression")
     @classmethod
-    def _valid_expression(cls, value: str) -> str:
-        from tickwork.domain.schedule import check_cron_expression
+    def _valid_expression(cls, value: str, info: ValidationInfo) -> str:
+        from tickwork.domain.schedule import check_cron_expression, parse_cron
 
+        if info.context and info.context.get(STORED):
+            # A job stored before a syntax rule was tightened keeps firing as it was accepted.
+            parse_cron(value)
+            return value
         return check_cron_expression(value)
 
 
@@ -483,7 +490,10 @@ class Job(JobSpec):
     """Once the cursor has run out: the schedule's last fire, whose end completes the job."""
 
     def spec(self) -> JobSpec:
-        return JobSpec.model_validate(self.model_dump(include=set(JobSpec.model_fields)))
+        # The job was validated when it was accepted: rules tightened since do not refuse its own spec.
+        return JobSpec.model_validate(
+            self.model_dump(include=set(JobSpec.model_fields)), context={STORED: True}
+        )
 
 
 # --- runs -------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 from pydantic_core import PydanticCustomError
 
-from tickwork.domain.cron_syntax import check_cron_syntax
+from tickwork.domain.cron_syntax import ALIASES, check_cron_syntax
 from tickwork.domain.models import LATEST_INSTANT, CronSchedule, OnceSchedule, RateSchedule
 from tickwork.domain.timeutil import to_utc
 
@@ -48,7 +48,15 @@ class ParsedCron:
 @lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> ParsedCron:
     """Parse and check an expression once; the planner calls this for every due job."""
-    expanded = check_cron_syntax(expression)
+    try:
+        expanded = check_cron_syntax(expression)
+    except PydanticCustomError:
+        # A stored job accepted before a syntax rule was tightened is read as it was then (croniter's
+        # reading); anything new is checked by ``check_cron_expression`` first.
+        text = " ".join(expression.split())
+        expanded = ALIASES.get(text.lower(), text)
+        if len(expanded.split(" ")) not in (5, 6):
+            raise
     fields = expanded.split(" ")
     seconds_first = len(fields) == 6
     hour = fields[2] if seconds_first else fields[1]
@@ -71,6 +79,8 @@ def parse_cron(expression: str) -> ParsedCron:
 
 
 def check_cron_expression(expression: str) -> str:
+    """The syntax checks of a new expression, then the matcher's (an expression that never fires)."""
+    check_cron_syntax(expression)
     parse_cron(expression)
     return expression
 
