@@ -94,6 +94,16 @@ REFUSED = [
         " nL (the last day n of the month)",
     ),
     ("0 0 * * 1,5L", "day of week 5L must stand alone, not in a list"),
+    (
+        "0 0 15W * 1",
+        "day of month 15W cannot go with day of week 1: cron implementations disagree on what that means;"
+        " put * or ? in one of the two",
+    ),
+    (
+        "0 0 L * FRI",
+        "day of month L cannot go with day of week FRI: cron implementations disagree on what that means;"
+        " put * or ? in one of the two",
+    ),
 ]
 
 
@@ -162,3 +172,36 @@ def test_a_job_stored_before_the_syntax_was_tightened_still_reads_and_fires(expr
     assert isinstance(read.schedule, CronSchedule)
     assert read.schedule.expression == expression
     assert next_fire_time(read.schedule, now) is not None
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        # The fifth Monday of February: only in a leap year whose February starts on a Monday.
+        ("0 0 * 2 1#5", datetime(2026, 1, 1, tzinfo=UTC), datetime(2044, 2, 29, tzinfo=UTC)),
+        ("0 0 * 2 1#5", datetime(2044, 3, 1, tzinfo=UTC), datetime(2072, 2, 29, tzinfo=UTC)),
+        # Across 2100, which is not a leap year: 2072, then 2112 (40 years).
+        ("0 0 * 2 1#5", datetime(2072, 3, 1, tzinfo=UTC), datetime(2112, 2, 29, tzinfo=UTC)),
+        # 31W never leaves its month: April, June, September and November have no 31st.
+        ("0 0 31W * *", datetime(2026, 3, 31, 1, tzinfo=UTC), datetime(2026, 5, 29, tzinfo=UTC)),
+        # 30W fires in no February, 29W only in a leap one (2028-02-29 is a Tuesday).
+        ("0 0 29W 2 *", datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 2, 29, tzinfo=UTC)),
+        # n#k with a restricted day of month matches when both do: the first Monday, on days 1 to 7.
+        ("0 0 1-7 * 1#1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC)),
+        # Plain values in both day fields match when either does: the 1st, or a Monday.
+        ("0 0 1 * 1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC)),
+    ],
+)
+def test_rare_and_special_day_schedules_fire_when_they_really_do(
+    expression: str, after: datetime, expected: datetime
+) -> None:
+    schedule = CronSchedule.model_validate({"type": "cron", "expression": expression})
+    assert next_fire_time(schedule, after) == expected
+
+
+@pytest.mark.parametrize("expression", ["0 0 30W 2 *", "0 0 31W 4,6,9,11 *", "0 0 10-20 * 1#1", "0 0 1 * 5L"])
+def test_a_special_day_schedule_that_can_never_fire_is_refused(expression: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        CronSchedule.model_validate({"type": "cron", "expression": expression})
+    [error] = refused.value.errors()
+    assert error["type"] == "cron_never_fires"

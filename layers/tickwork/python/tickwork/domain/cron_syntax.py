@@ -12,6 +12,12 @@ Every refusal names the field, the value and what the field allows, in one of a 
 - day of month: ``L`` (its last day; also in a list) and ``nW`` (the weekday nearest day n, alone);
 - day of week: ``n#k`` (the k-th day n of the month, k from 1 to 5, alone) and ``nL`` (the last day n of the
   month, alone; ``Ln`` is read the same).
+
+Day of month and day of week together: plain values, ranges and steps in both match when either matches
+(``0 0 1,15 * MON`` fires on the 1st, the 15th and every Monday), as in vixie cron, croniter, cron-parser
+and robfig/cron; ``n#k`` and ``nL`` with a restricted day of month match when both do (``0 0 1-7 * 1#1`` is
+the first Monday), as in croniter and Cronos; ``L`` and ``nW`` with a restricted day of week are refused,
+as Quartz refuses them, because implementations read them differently.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ MESSAGES = {
     " weekday nearest day n)",
     "day_of_week_form": "day of week {item} is not supported; allowed: 0 to 7 or SUN to SAT, n#k (the k-th"
     " day n of the month), nL (the last day n of the month)",
+    "special_day_with_weekday": "day of month {day} cannot go with day of week {weekday}: cron"
+    " implementations disagree on what that means; put * or ? in one of the two",
 }
 
 
@@ -114,7 +122,11 @@ def check_cron_syntax(expression: str) -> str:
     if len(fields) not in (5, 6):
         raise _refuse("field_count", count=len(fields))
     definitions = SIX_FIELDS if len(fields) == 6 else FIVE_FIELDS
-    return " ".join(_check_field(field, value) for field, value in zip(definitions, fields, strict=True))
+    checked = [_check_field(field, value) for field, value in zip(definitions, fields, strict=True)]
+    day, weekday = checked[-3], checked[-1]
+    if ("L" in day or "W" in day) and weekday not in ("*", "?"):
+        raise _refuse("special_day_with_weekday", day=fields[-3], weekday=fields[-1])
+    return " ".join(checked)
 
 
 def _check_field(field: CronField, text: str) -> str:

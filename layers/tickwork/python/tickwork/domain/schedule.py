@@ -32,8 +32,9 @@ from tickwork.domain.timeutil import to_utc
 
 AnySchedule = OnceSchedule | CronSchedule | RateSchedule
 
-# croniter gives up on an expression that matches nothing within this many years (Feb 30 and the like).
-_MAX_YEARS_BETWEEN_MATCHES = 30
+# The Gregorian calendar repeats every 400 years: an expression with no match in 400 years has none at all
+# (Feb 30 and the like), and one with a match finds it (the fifth Monday of February: 2044, then 2072).
+_MAX_YEARS_BETWEEN_MATCHES = 400
 _ONE_MICROSECOND = timedelta(microseconds=1)
 
 
@@ -43,6 +44,17 @@ class ParsedCron:
     seconds_first: bool
     hour_is_instant: bool
     """The hour field is ``*`` or a step: fire at every real matching instant, ignoring ``dst``."""
+    nearest_weekday_to: int | None = None
+    """The n of a day of month ``nW``: croniter moves it into months that lack day n (30W in February);
+    those months have no such fire."""
+
+    def matches(self, wall: datetime) -> bool:
+        return self.nearest_weekday_to is None or self.nearest_weekday_to <= _days_in_month(wall)
+
+
+def _days_in_month(wall: datetime) -> int:
+    following = (wall.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return (following - timedelta(days=1)).day
 
 
 @lru_cache(maxsize=4096)
@@ -60,6 +72,9 @@ def parse_cron(expression: str) -> ParsedCron:
     fields = expanded.split(" ")
     seconds_first = len(fields) == 6
     hour = fields[2] if seconds_first else fields[1]
+    day = fields[3] if seconds_first else fields[2]
+    nearest = int(day[:-1]) if day.endswith("W") and day[:-1].isdigit() and int(day[:-1]) > 28 else None
+    parsed = ParsedCron(expanded, seconds_first, hour == "*" or "/" in hour, nearest)
     try:
         probe = croniter(
             expanded,
@@ -67,7 +82,8 @@ def parse_cron(expression: str) -> ParsedCron:
             second_at_beginning=seconds_first,
             max_years_between_matches=_MAX_YEARS_BETWEEN_MATCHES,
         )
-        probe.get_next(datetime)
+        if _first_match(parsed, probe) is None:
+            raise CroniterBadDateError("no match in 400 years")
     except CroniterBadDateError as error:
         raise PydanticCustomError("cron_never_fires", "cron expression never fires") from error
     except (CroniterBadCronError, CroniterError, ValueError, KeyError, IndexError) as error:
@@ -75,7 +91,20 @@ def parse_cron(expression: str) -> ParsedCron:
         raise PydanticCustomError(
             "invalid_cron", "cron expression {expression} cannot be matched", {"expression": expanded}
         ) from error
-    return ParsedCron(expanded, seconds_first, hour == "*" or "/" in hour)
+    return parsed
+
+
+def _first_match(parsed: ParsedCron, iterator: croniter) -> datetime | None:
+    """The iterator's next wall time that the expression really matches, or None if there is none within
+    a Gregorian cycle of the first one croniter offers."""
+    first: datetime | None = None
+    while True:
+        wall = iterator.get_next(datetime)
+        if parsed.matches(wall):
+            return wall
+        first = first or wall
+        if wall.year - first.year > _MAX_YEARS_BETWEEN_MATCHES:
+            return None
 
 
 def check_cron_expression(expression: str) -> str:
@@ -226,19 +255,27 @@ def _iter_cron(schedule: CronSchedule, after: datetime) -> Iterator[datetime]:
             wall -= overlap
     iterator = _iterators.acquire(parsed, wall)
     try:
-        yield from _match(iterator, tz, after, keep_gap=keep_gap, keep_second_copy=keep_second_copy)
+        yield from _match(parsed, iterator, tz, after, keep_gap=keep_gap, keep_second_copy=keep_second_copy)
     finally:
         _iterators.release(parsed, iterator)
 
 
 def _match(
-    iterator: croniter, tz: ZoneInfo, after: datetime, *, keep_gap: bool, keep_second_copy: bool
+    parsed: ParsedCron,
+    iterator: croniter,
+    tz: ZoneInfo,
+    after: datetime,
+    *,
+    keep_gap: bool,
+    keep_second_copy: bool,
 ) -> Iterator[datetime]:
     last: datetime | None = None
     second_copies: list[datetime] = []
     while True:
         try:
-            wall = iterator.get_next(datetime)
+            wall = _first_match(parsed, iterator)
+            if wall is None:
+                break
             first, second, in_gap = _instants(wall, tz)
         except (CroniterBadDateError, OverflowError, ValueError):
             # No match within the years croniter searches, or none before the end of year 9999 (croniter
