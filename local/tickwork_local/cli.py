@@ -454,6 +454,7 @@ def job_detail(job: Mapping[str, Any]) -> str:
         ("name", text(job.get("name"))),
         ("status", status),
         ("schedule", schedule_summary(job.get("schedule"))),
+        ("in words", text(job.get("schedule_description"))),
         ("target", target_summary(job.get("target"))),
         ("next_fire_at", text(job.get("next_fire_at"))),
         ("last_run", last),
@@ -778,7 +779,12 @@ def cmd_preview(args: argparse.Namespace, session: Session) -> int:
     if args.count is not None:
         body["count"] = args.count
     preview = session.client().request("POST", _path("schedule-preview"), body=body)
-    session.emit(preview, lambda: preview_lines(preview.get("fire_times") or [], args.timezone))
+    session.emit(
+        preview,
+        lambda: "\n".join(
+            [text(preview.get("description")), preview_lines(preview.get("fire_times") or [], args.timezone)]
+        ),
+    )
     return EXIT_OK
 
 

@@ -94,6 +94,7 @@ def test_get_returns_next_fire_and_last_run(api: ApiGateway) -> None:
     assert datetime.now(UTC) < next_fire <= datetime.now(UTC) + timedelta(seconds=11)
     assert response.headers["ETag"] == '"1"'
     assert response.body["last_run"] is None
+    assert response.body["schedule_description"] == "Every 10 seconds"
 
 
 def test_create_plans_fires_inside_the_horizon(api: ApiGateway) -> None:
@@ -393,7 +394,10 @@ def test_schedule_preview_returns_fire_times_and_stores_nothing(api: ApiGateway,
         },
     )
     assert response.status == 200
-    assert response.body == {"fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"]}
+    assert response.body == {
+        "fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"],
+        "description": "At 02:30, America/New_York",
+    }
     assert item_counts(dynamodb) == before
 
 

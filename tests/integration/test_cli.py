@@ -272,6 +272,7 @@ def test_get_shows_the_job(cli: Cli) -> None:
     assert f"job_id        {job['job_id']}" in result.out
     assert "status        ACTIVE" in result.out
     assert 'schedule      cron "0 3 * * *" Europe/Paris' in result.out
+    assert "in words      At 03:00, Europe/Paris" in result.out
     assert "target        http POST https://hooks.example.com/run" in result.out
 
 
@@ -366,10 +367,14 @@ def test_preview_lists_fire_times_across_a_dst_change(cli: Cli) -> None:
     window = ("--after", "2025-03-08T12:00:00-05:00", "--count", "2")
     document = cli("--json", *args, *window)
     assert document.code == 0, document.err
-    assert document.json() == {"fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"]}
+    assert document.json() == {
+        "fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"],
+        "description": "At 02:30, America/New_York",
+    }
     table = cli(*args, *window)
     assert table.code == 0
-    lines = table.out.splitlines()
+    described, *lines = table.out.splitlines()
+    assert described == "At 02:30, America/New_York"
     assert lines[0].split() == ["FIRE_TIME", "LOCAL", "(America/New_York)"]
     assert lines[1].split() == [
         "2025-03-09T07:00:00Z",

@@ -47,6 +47,7 @@ from tickwork.api.schemas import (
     RunPage,
     StatsOut,
 )
+from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import JobPatch, JobSpec, JobStatus
 from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
 from tickwork.errors import (
@@ -435,7 +436,8 @@ def build_app(
         tenant()
         after = request.after or now()
         return PreviewResponse(
-            fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count)
+            fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count),
+            description=describe_schedule(request.schedule),
         )
 
     @app.get("/v1/stats", summary="The tenant's health", responses=_responses(StatsOut))

@@ -7,7 +7,9 @@ from typing import Annotated
 from pydantic import BaseModel, Field, StringConstraints
 
 from tickwork.app.service import JobDetails, TenantStats
+from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import (
+    STORED,
     GivenAsText,
     Instant,
     Job,
@@ -45,6 +47,9 @@ class JobOut(JobSpec):
     pause: PauseInfo | None = None
     cancelled_at: Instant | None = None
     last_run: RunSummary | None = None
+    schedule_description: str = Field(
+        description="The schedule in words, e.g. 'At 09:00, Monday through Friday, America/New_York'"
+    )
 
     @classmethod
     def of(cls, details: JobDetails) -> JobOut:
@@ -54,7 +59,9 @@ class JobOut(JobSpec):
                 **job.model_dump(exclude={"tenant_id", "next_fire_at", "last_fire_at"}),
                 "next_fire_at": details.next_fire_at,
                 "last_run": RunSummary.of(details.last_run) if details.last_run else None,
-            }
+                "schedule_description": describe_schedule(job.schedule),
+            },
+            context={STORED: True},
         )
 
 
@@ -86,6 +93,7 @@ class PreviewRequest(StrictModel):
 
 class PreviewResponse(BaseModel):
     fire_times: list[Instant]
+    description: str = Field(description="The schedule in words")
 
 
 class StatsOut(BaseModel):
