@@ -104,6 +104,25 @@ REFUSED = [
         "day of month L cannot go with day of week FRI: cron implementations disagree on what that means;"
         " put * or ? in one of the two",
     ),
+    (
+        "0 0 1-7 * 1#1",
+        "day of month 1-7 cannot go with day of week 1#1: cron implementations disagree on what that means;"
+        " put * or ? in one of the two",
+    ),
+    (
+        "0 0 16,18 * 3#3",
+        "day of month 16,18 cannot go with day of week 3#3: cron implementations disagree on what that"
+        " means; put * or ? in one of the two",
+    ),
+    (
+        "0 0 1 * 5L",
+        "day of month 1 cannot go with day of week 5L: cron implementations disagree on what that means;"
+        " put * or ? in one of the two",
+    ),
+    (
+        "* * 4-6/3 * *",
+        "day of month step 3 in 4-6/3 must be a whole number from 1 to 2, or the range fires once",
+    ),
 ]
 
 
@@ -186,8 +205,10 @@ def test_a_job_stored_before_the_syntax_was_tightened_still_reads_and_fires(expr
         ("0 0 31W * *", datetime(2026, 3, 31, 1, tzinfo=UTC), datetime(2026, 5, 29, tzinfo=UTC)),
         # 30W fires in no February, 29W only in a leap one (2028-02-29 is a Tuesday).
         ("0 0 29W 2 *", datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 2, 29, tzinfo=UTC)),
-        # n#k with a restricted day of month matches when both do: the first Monday, on days 1 to 7.
-        ("0 0 1-7 * 1#1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC)),
+        # A week range may end on Sunday, written 0 or SUN: Thursday to Sunday.
+        ("0 0 * * THU-SUN", datetime(2026, 1, 5, tzinfo=UTC), datetime(2026, 1, 8, tzinfo=UTC)),
+        ("0 0 * * 4-0", datetime(2026, 1, 8, 1, tzinfo=UTC), datetime(2026, 1, 9, tzinfo=UTC)),
+        ("0 0 * * 4-0", datetime(2026, 1, 11, 1, tzinfo=UTC), datetime(2026, 1, 15, tzinfo=UTC)),
         # Plain values in both day fields match when either does: the 1st, or a Monday.
         ("0 0 1 * 1", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 5, tzinfo=UTC)),
     ],
@@ -199,7 +220,7 @@ def test_rare_and_special_day_schedules_fire_when_they_really_do(
     assert next_fire_time(schedule, after) == expected
 
 
-@pytest.mark.parametrize("expression", ["0 0 30W 2 *", "0 0 31W 4,6,9,11 *", "0 0 10-20 * 1#1", "0 0 1 * 5L"])
+@pytest.mark.parametrize("expression", ["0 0 30W 2 *", "0 0 31W 4,6,9,11 *", "0 0 31 4 *", "0 0 31 2 *"])
 def test_a_special_day_schedule_that_can_never_fire_is_refused(expression: str) -> None:
     with pytest.raises(ValidationError) as refused:
         CronSchedule.model_validate({"type": "cron", "expression": expression})

@@ -15,9 +15,9 @@ Every refusal names the field, the value and what the field allows, in one of a 
 
 Day of month and day of week together: plain values, ranges and steps in both match when either matches
 (``0 0 1,15 * MON`` fires on the 1st, the 15th and every Monday), as in vixie cron, croniter, cron-parser
-and robfig/cron; ``n#k`` and ``nL`` with a restricted day of month match when both do (``0 0 1-7 * 1#1`` is
-the first Monday), as in croniter and Cronos; ``L`` and ``nW`` with a restricted day of week are refused,
-as Quartz refuses them, because implementations read them differently.
+and robfig/cron. A special form in one of them (``L``, ``nW``; ``n#k``, ``nL``) with the other restricted is
+refused, as Quartz refuses it: implementations read it differently (croniter and Cronos match when both do,
+cron-parser when either does, croniter ignores the day of week next to ``nW``).
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ MESSAGES = {
     " day n of the month), nL (the last day n of the month)",
     "special_day_with_weekday": "day of month {day} cannot go with day of week {weekday}: cron"
     " implementations disagree on what that means; put * or ? in one of the two",
+    "range_step": "{field} step {step} in {item} must be a whole number from 1 to {most}, or the range"
+    " fires once",
 }
 
 
@@ -124,7 +126,9 @@ def check_cron_syntax(expression: str) -> str:
     definitions = SIX_FIELDS if len(fields) == 6 else FIVE_FIELDS
     checked = [_check_field(field, value) for field, value in zip(definitions, fields, strict=True)]
     day, weekday = checked[-3], checked[-1]
-    if ("L" in day or "W" in day) and weekday not in ("*", "?"):
+    special_day = "L" in day or "W" in day
+    special_weekday = "#" in weekday or "L" in weekday
+    if (special_day and weekday not in ("*", "?")) or (special_weekday and day not in ("*", "?")):
         raise _refuse("special_day_with_weekday", day=fields[-3], weekday=fields[-1])
     return " ".join(checked)
 
@@ -154,22 +158,28 @@ def _check_item(field: CronField, item: str, *, alone: bool) -> str:
         if not step_text.isdigit() or not 1 <= int(step_text) <= most:
             raise _refuse("bad_step", field=field.name, step=step_text or "(none)", item=item, most=most)
         if base != "*":
-            _check_range(field, base, item)
+            span = _check_range(field, base, item)
+            if span is not None and int(step_text) > span:
+                raise _refuse("range_step", field=field.name, step=step_text, item=item, most=span)
         return f"{base.upper()}/{int(step_text)}"
     _check_range(field, item, item)
     return upper
 
 
-def _check_range(field: CronField, text: str, item: str) -> None:
+def _check_range(field: CronField, text: str, item: str) -> int | None:
+    """Checks a value or a range; returns a range's span (end - start), None for a value."""
     if "-" in text:
         start_text, _, end_text = text.partition("-")
         start, end = _value(field, start_text), _value(field, end_text)
+        if field is DAY_OF_WEEK and end == 0:
+            end = 7  # THU-SUN: Sunday ends the week as well as starting it (croniter, croner, Cronos)
         if start > end:
             last = field.low + (field.values or field.high - field.low + 1) - 1
             example = f"{start_text}-{last},{field.low}-{end_text}"
             raise _refuse("downward_range", field=field.name, item=item, example=example)
-        return
+        return end - start
     _value(field, text)
+    return None
 
 
 def _value(field: CronField, text: str) -> int:
