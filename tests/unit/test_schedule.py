@@ -500,14 +500,16 @@ OTHER_ZONE_VECTORS = [
         ],
         id="london-step-hour-both-copies",
     ),
-    # Pacific/Apia: the whole of 2011-12-30 never happened locally.
+    # Pacific/Apia: the whole of 2011-12-30 never happened locally. A gap of a day is a move across the date
+    # line, not daylight saving: even under `shift` its wall times are skipped, as vixie cron and cron-parser
+    # skip jumps of more than 3 hours.
     pytest.param(
         "Pacific/Apia",
         "0 12 * * *",
         "shift",
         "once",
         "2011-12-29T00:00:00-10:00",
-        ["2011-12-29T12:00:00-10:00", "2011-12-31T00:00:00+14:00", "2011-12-31T12:00:00+14:00"],
+        ["2011-12-29T12:00:00-10:00", "2011-12-31T12:00:00+14:00"],
         id="apia-missing-day-shift",
     ),
     pytest.param(
@@ -1458,3 +1460,33 @@ def test_generators_in_several_threads_are_independent() -> None:
         ones, twos = results[index]
         assert ones == _hourly_utc(f"202{index}-01-01T01:00:00+00:00", 50)
         assert twos == _hourly_utc(f"203{index}-01-01T01:00:00+00:00", 50)
+
+
+@pytest.mark.parametrize(
+    ("zone_name", "skipped_noon", "after", "expected"),
+    [
+        # Apia moved across the date line: 29 December 2011 at -10:00 was followed by 31 December at +14:00.
+        (
+            "Pacific/Apia",
+            datetime(2011, 12, 30, 12),
+            datetime(2011, 12, 28, tzinfo=UTC),
+            ["2011-12-28T22:00:00+00:00", "2011-12-29T22:00:00+00:00", "2011-12-30T22:00:00+00:00"],
+        ),
+        # Kiritimati did the same at the end of 1994: 30 December at -10:00, then 1 January 1995 at +14:00.
+        (
+            "Pacific/Kiritimati",
+            datetime(1994, 12, 31, 12),
+            datetime(1994, 12, 29, tzinfo=UTC),
+            ["1994-12-29T22:00:00+00:00", "1994-12-30T22:00:00+00:00", "1994-12-31T22:00:00+00:00"],
+        ),
+    ],
+)
+def test_a_skipped_calendar_day_has_no_fire_and_is_not_shifted_like_a_dst_gap(
+    zone_name: str, skipped_noon: datetime, after: datetime, expected: list[str]
+) -> None:
+    tz = ZoneInfo(zone_name)
+    # The premise: that noon never happened on the zone's wall clock.
+    assert skipped_noon.replace(tzinfo=tz).astimezone(UTC).astimezone(tz).replace(tzinfo=None) != skipped_noon
+    schedule = CronSchedule(type="cron", expression="0 12 * * *", timezone=zone_name)
+    # The default gap policy (shift) would have fired at the first instant after the gap: not here.
+    assert [fire.isoformat() for fire in next_fire_times(schedule, after, 3)] == expected

@@ -36,6 +36,10 @@ AnySchedule = OnceSchedule | CronSchedule | RateSchedule
 # (Feb 30 and the like), and one with a match finds it (the fifth Monday of February: 2044, then 2072).
 _MAX_YEARS_BETWEEN_MATCHES = 400
 _ONE_MICROSECOND = timedelta(microseconds=1)
+# A gap longer than this is a zone moving across the date line or correcting its clock (Pacific/Apia
+# skipped 30 December 2011; Kiritimati 31 December 1994), not daylight saving: its wall times are skipped,
+# never shifted to the end of the gap (as vixie cron treats jumps of more than 3 hours).
+_LONGEST_DST_GAP = timedelta(hours=3)
 
 
 @dataclass(frozen=True)
@@ -288,7 +292,7 @@ def _match(
                     last = instant
                     yield instant
             second_copies.clear()
-        if in_gap and not keep_gap:
+        if in_gap and (not keep_gap or _gap_length(wall, tz) > _LONGEST_DST_GAP):
             continue
         if second is not None and keep_second_copy:
             second_copies.append(second)
@@ -327,6 +331,15 @@ def _transition_instant(before: datetime, after: datetime, tz: ZoneInfo) -> date
         else:
             low = middle
     return high
+
+
+def _gap_length(wall: datetime, tz: ZoneInfo) -> timedelta:
+    """How much wall-clock time a spring-forward gap skips, for a wall time that falls in one."""
+    before = wall.replace(tzinfo=tz, fold=1).utcoffset()
+    after = wall.replace(tzinfo=tz, fold=0).utcoffset()
+    if before is None or after is None:
+        return timedelta(0)
+    return abs(after - before)
 
 
 def _overlap_length(wall: datetime, tz: ZoneInfo) -> timedelta:
