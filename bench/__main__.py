@@ -28,6 +28,7 @@ SECTIONS = (
     "bench.planner_scale",
     "bench.worker_cpu",
     "bench.simulate",
+    "bench.schedule_preview",
 )
 
 HEADER = """# Benchmarks
