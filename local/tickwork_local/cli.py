@@ -539,25 +539,53 @@ def stats_detail(stats: Mapping[str, Any]) -> str:
     )
 
 
-def preview_lines(fire_times: Sequence[Any], timezone: str | None) -> str:
-    if not fire_times:
+def preview_lines(fires: Sequence[dict[str, Any]], timezone: str | None) -> str:
+    """One row per fire: its time, its local time in ``timezone`` (for a zone other than UTC), and what
+    changes it (an exclusion, DST, jitter)."""
+    if not fires:
         return "no fire times"
-    if not timezone or timezone.upper() == "UTC":
-        return "\n".join(text(moment) for moment in fire_times)
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    zone = None
+    if timezone and timezone.upper() != "UTC":
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return "\n".join(text(moment) for moment in fire_times)
-    rows = []
-    for moment in fire_times:
         try:
-            local = datetime.fromisoformat(str(moment)).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
-        except ValueError:
-            local = "-"
-        rows.append([text(moment), local])
-    return table(["FIRE_TIME", f"LOCAL ({timezone})"], rows)
+            zone = ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = None
+    rows = []
+    for fire in fires:
+        row = [text(fire.get("at"))]
+        if zone is not None:
+            row.append(_local_time(fire.get("at"), zone))
+        row.append(_fire_note(fire, zone))
+        rows.append(row)
+    headers = ["FIRE_TIME", *([f"LOCAL ({timezone})"] if zone is not None else []), "NOTE"]
+    return table(headers, rows)
+
+
+def _local_time(moment: Any, zone: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(moment)).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+    except ValueError:
+        return "-"
+
+
+_DST_NOTES = {
+    "shifted": "DST: its time is skipped that day; fires at the end of the gap",
+    "repeated": "DST: its time occurs twice; fires at both",
+}
+
+
+def _fire_note(fire: dict[str, Any], zone: Any) -> str:
+    notes = []
+    if fire.get("excluded"):
+        notes.append(f"not fired: {str(fire['excluded']).removeprefix('excluded: ')}")
+    if fire.get("dst") in _DST_NOTES:
+        notes.append(_DST_NOTES[fire["dst"]])
+    if fire.get("starts_by"):
+        by = _local_time(fire["starts_by"], zone) if zone is not None else text(fire["starts_by"])
+        notes.append(f"starts by {by}")
+    return "; ".join(notes) or "-"
 
 
 # --- the session: where output goes and how the API is reached ----------------------------------------------
@@ -603,6 +631,32 @@ def schedule_from_flags(args: argparse.Namespace) -> dict[str, Any] | None:
     return None
 
 
+def exclusions_from_flags(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``schedule.exclude`` from --exclude-holidays, --exclude-date and --exclude-window."""
+    exclude: dict[str, Any] = {}
+    if args.exclude_holidays:
+        exclude["holidays"] = list(args.exclude_holidays)
+    for text in args.exclude_date or []:
+        start, dots, end = text.partition("..")
+        if dots:
+            exclude.setdefault("date_ranges", []).append({"start": start.strip(), "end": end.strip()})
+        else:
+            exclude.setdefault("dates", []).append(text.strip())
+    if args.exclude_window:
+        exclude["windows"] = list(args.exclude_window)
+    return exclude or None
+
+
+def add_exclusions(schedule: dict[str, Any], args: argparse.Namespace) -> None:
+    exclude = exclusions_from_flags(args)
+    if exclude is None:
+        return
+    if schedule.get("type") == "once":
+        raise UsageError("--exclude-* apply to --cron and --rate schedules, not --at")
+    existing = schedule.get("exclude")
+    schedule["exclude"] = {**(existing if isinstance(existing, dict) else {}), **exclude}
+
+
 def build_job_spec(args: argparse.Namespace) -> dict[str, Any]:
     """The body of POST /v1/jobs: the --file's fields, then each flag given on top of them."""
     spec = load_spec_file(args.file) if args.file else {}
@@ -616,6 +670,13 @@ def build_job_spec(args: argparse.Namespace) -> dict[str, Any]:
         if not (isinstance(existing, dict) and existing.get("type") == "cron"):
             raise UsageError("--timezone needs --cron or a cron schedule in --file")
         existing["timezone"] = args.timezone
+    if exclusions_from_flags(args) is not None:
+        existing = spec.get("schedule")
+        if not isinstance(existing, dict):
+            raise UsageError("--exclude-* need a schedule (--cron, --rate or one in --file)")
+        add_exclusions(existing, args)
+    if args.jitter is not None:
+        spec["jitter_seconds"] = args.jitter
     if args.target_json is not None:
         target = parse_json_value(args.target_json, "--target-json")
         if not isinstance(target, dict):
@@ -773,17 +834,19 @@ def cmd_runs_retry(args: argparse.Namespace, session: Session) -> int:
 def cmd_preview(args: argparse.Namespace, session: Session) -> int:
     schedule = schedule_from_flags(args)
     assert schedule is not None  # argparse requires one of --at, --cron, --rate
+    add_exclusions(schedule, args)
     body: dict[str, Any] = {"schedule": schedule}
     if args.after is not None:
         body["after"] = args.after
     if args.count is not None:
         body["count"] = args.count
+    if args.jitter is not None:
+        body["jitter_seconds"] = args.jitter
     preview = session.client().request("POST", _path("schedule-preview"), body=body)
+    fires = preview.get("fires") or [{"at": at} for at in preview.get("fire_times") or []]
     session.emit(
         preview,
-        lambda: "\n".join(
-            [text(preview.get("description")), preview_lines(preview.get("fire_times") or [], args.timezone)]
-        ),
+        lambda: "\n".join([text(preview.get("description")), preview_lines(fires, args.timezone)]),
     )
     return EXIT_OK
 
@@ -1181,6 +1244,31 @@ def add_schedule_options(parser: argparse.ArgumentParser, *, required: bool) -> 
         "--timezone",
         metavar="TZ",
         help="IANA time zone of a --cron schedule (default UTC), e.g. Europe/Paris",
+    )
+    group.add_argument(
+        "--exclude-holidays",
+        action="append",
+        metavar="CALENDAR",
+        help="no fire on this calendar's public holidays: a country (US), a subdivision (US-NY) or a market"
+        " (NYSE); repeatable",
+    )
+    group.add_argument(
+        "--exclude-date",
+        action="append",
+        metavar="DATE",
+        help="no fire on this local date (2026-12-24) or range (2026-12-24..2027-01-01); repeatable",
+    )
+    group.add_argument(
+        "--exclude-window",
+        action="append",
+        metavar="CRON",
+        help='no fire in the minutes this 5-field cron expression matches ("* 12-13 * * *"); repeatable',
+    )
+    group.add_argument(
+        "--jitter",
+        type=parse_duration,
+        metavar="SPREAD",
+        help="start each fire up to this long after its time (30s, 5m), by a fixed offset per fire",
     )
 
 

@@ -396,6 +396,11 @@ def test_schedule_preview_returns_fire_times_and_stores_nothing(api: ApiGateway,
     assert response.status == 200
     assert response.body == {
         "fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"],
+        "fires": [
+            # 02:30 does not exist on 9 March in New York: the fire moves to the end of the gap
+            {"at": "2025-03-09T07:00:00Z", "excluded": None, "dst": "shifted", "starts_by": None},
+            {"at": "2025-03-10T06:30:00Z", "excluded": None, "dst": None, "starts_by": None},
+        ],
         "description": "At 02:30, America/New_York",
     }
     assert item_counts(dynamodb) == before

@@ -367,22 +367,17 @@ def test_preview_lists_fire_times_across_a_dst_change(cli: Cli) -> None:
     window = ("--after", "2025-03-08T12:00:00-05:00", "--count", "2")
     document = cli("--json", *args, *window)
     assert document.code == 0, document.err
-    assert document.json() == {
-        "fire_times": ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"],
-        "description": "At 02:30, America/New_York",
-    }
+    assert document.json()["fire_times"] == ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"]
+    assert document.json()["description"] == "At 02:30, America/New_York"
+    assert [fire["dst"] for fire in document.json()["fires"]] == ["shifted", None]
     table = cli(*args, *window)
     assert table.code == 0
     described, *lines = table.out.splitlines()
     assert described == "At 02:30, America/New_York"
-    assert lines[0].split() == ["FIRE_TIME", "LOCAL", "(America/New_York)"]
-    assert lines[1].split() == [
-        "2025-03-09T07:00:00Z",
-        "2025-03-09",
-        "03:00:00",
-        "EDT",
-    ]  # shifted past the gap
-    assert lines[2].split() == ["2025-03-10T06:30:00Z", "2025-03-10", "02:30:00", "EDT"]
+    assert lines[0].split() == ["FIRE_TIME", "LOCAL", "(America/New_York)", "NOTE"]
+    assert lines[1].split()[:4] == ["2025-03-09T07:00:00Z", "2025-03-09", "03:00:00", "EDT"]
+    assert "fires at the end of the gap" in lines[1]  # shifted past the gap, and the table says so
+    assert lines[2].split() == ["2025-03-10T06:30:00Z", "2025-03-10", "02:30:00", "EDT", "-"]
 
 
 def test_preview_needs_a_schedule(cli: Cli) -> None:

@@ -67,6 +67,7 @@ def test_defaults_match_the_design() -> None:
             "timezone": "America/New_York",
             "start_at": None,
             "end_at": None,
+            "exclude": None,
             "dst": {"gap": "shift", "overlap": "once"},
         },
         "target": {
@@ -90,6 +91,7 @@ def test_defaults_match_the_design() -> None:
         "backfill_limit": 100,
         "overlap_policy": "skip",
         "max_concurrent_runs": None,
+        "jitter_seconds": 0,
         "delivery": "at_least_once",
         "description": None,
         "tags": {},
@@ -138,7 +140,12 @@ def test_the_design_example_is_accepted_as_is() -> None:
 
     # Then it round-trips unchanged
     # (with the fields added since, at their defaults)
-    assert job_spec.model_dump(mode="json") == {**body, "max_concurrent_runs": None}
+    assert job_spec.model_dump(mode="json") == {
+        **body,
+        "schedule": {**body["schedule"], "exclude": None},
+        "max_concurrent_runs": None,
+        "jitter_seconds": 0,
+    }
 
 
 # --- schedules ----------------------------------------------------------------------------------------------

@@ -435,10 +435,10 @@ def build_app(
     def schedule_preview(request: Annotated[PreviewRequest, Body()]) -> PreviewResponse:
         tenant()
         after = request.after or now()
-        return PreviewResponse(
-            fire_times=get_runtime().service.preview(request.schedule, after=after, count=request.count),
-            description=describe_schedule(request.schedule),
+        preview = get_runtime().service.preview(
+            request.schedule, after=after, count=request.count, jitter_seconds=request.jitter_seconds
         )
+        return PreviewResponse.of(preview, describe_schedule(request.schedule))
 
     @app.get("/v1/stats", summary="The tenant's health", responses=_responses(StatsOut))
     def stats() -> StatsOut:

@@ -6,12 +6,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from tickwork.app.service import JobDetails, TenantStats
+from tickwork.app.service import JobDetails, Preview, TenantStats
 from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import (
     STORED,
     GivenAsText,
     Instant,
+    JitterSeconds,
     Job,
     JobSpec,
     JobStatus,
@@ -21,6 +22,7 @@ from tickwork.domain.models import (
     Schedule,
     StrictModel,
 )
+from tickwork.domain.schedule import DstNote
 
 
 class ErrorDetail(BaseModel):
@@ -89,11 +91,39 @@ class PreviewRequest(StrictModel):
     schedule: Schedule
     after: Annotated[Instant, GivenAsText] | None = None
     count: int = Field(10, ge=1, le=100)
+    jitter_seconds: JitterSeconds = Field(0, description="The job's jitter: each fire shows its starts_by")
+
+
+class PreviewFireOut(BaseModel):
+    at: Instant
+    excluded: str | None = Field(
+        None, description="Why schedule.exclude excludes this fire (it does not fire)"
+    )
+    dst: DstNote | None = Field(
+        None,
+        description="shifted: its local time fell in a spring-forward gap, it fires at the gap's end;"
+        " repeated: its local time occurs twice at fall-back, and it fires at both",
+    )
+    starts_by: Instant | None = Field(None, description="With jitter_seconds: the latest it may start")
 
 
 class PreviewResponse(BaseModel):
-    fire_times: list[Instant]
+    fire_times: list[Instant] = Field(description="The next fires, excluded ones left out")
+    fires: list[PreviewFireOut] = Field(
+        description="The fires up to the last of fire_times, excluded ones included, with what changes them"
+    )
     description: str = Field(description="The schedule in words")
+
+    @classmethod
+    def of(cls, preview: Preview, description: str) -> PreviewResponse:
+        return cls(
+            fire_times=preview.fire_times,
+            fires=[
+                PreviewFireOut(at=f.at, excluded=f.excluded, dst=f.dst, starts_by=f.starts_by)
+                for f in preview.fires
+            ],
+            description=description,
+        )
 
 
 class StatsOut(BaseModel):

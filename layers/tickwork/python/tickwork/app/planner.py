@@ -30,7 +30,7 @@ from tickwork.app.ports import (
     RunQueue,
     RunStore,
 )
-from tickwork.domain.fires import FirePlan, plan_fires
+from tickwork.domain.fires import FirePlan, due_at, plan_fires
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.observability import logger
@@ -69,13 +69,16 @@ class PlanResult:
     chain: tuple[datetime, datetime] | None = None
 
 
-def missed_run(job: Job, fire_at: datetime, now: datetime, reason: str) -> Run:
+def missed_run(
+    job: Job, fire_at: datetime, now: datetime, reason: str, *, status: RunStatus = RunStatus.MISSED
+) -> Run:
+    """A fire recorded as ended without running: MISSED (the misfire policy), or SKIPPED (excluded)."""
     return Run(
         run_id=scheduled_run_id(job.job_id, fire_at),
         job_id=job.job_id,
         tenant_id=job.tenant_id,
         scheduled_for=fire_at,
-        status=RunStatus.MISSED,
+        status=status,
         trigger="schedule",
         created_at=now,
         finished_at=now,
@@ -162,7 +165,10 @@ class Planner:
                 cursor_advanced=advanced,
                 chain=plan.chain,
             )
-            if advanced and plan.next_fire_at is None and plan.last_fire_at in plan.missed:
+            recorded_last = plan.last_fire_at in plan.missed or any(
+                fire_at == plan.last_fire_at for fire_at, _ in plan.excluded
+            )
+            if advanced and plan.next_fire_at is None and recorded_last:
                 self.jobs.complete(job.tenant_id, job.job_id)
         return [results.get(job.job_id) or PlanResult(next_fire_at=job.next_fire_at) for job in jobs]
 
@@ -176,6 +182,14 @@ class Planner:
             self.metrics.count("RunsMissed", len(missed))
         if plan.more_missed:
             logger.warning("more fires were missed than are recorded", extra={"job_id": job.job_id})
+        skipped = 0
+        for fire_at, reason in plan.excluded:
+            run = missed_run(job, fire_at, now, reason, status=RunStatus.SKIPPED)
+            skipped += self.runs.put(run, Expect.new()).ok
+        if plan.excluded:
+            self.metrics.count("RunsExcluded", skipped)
+        if plan.more_excluded:
+            logger.info("more fires were excluded than are recorded", extra={"job_id": job.job_id})
         return missed
 
     def _mark_chain(self, job: Job, last: datetime) -> None:
@@ -197,7 +211,7 @@ class Planner:
                     sent_at=sent,
                     chain_until=_decided(job, fire_at, now),
                 ),
-                fire_at,
+                due_at(job, fire_at),
             )
             for fire_at in plan.run
         ]

@@ -13,12 +13,13 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from ulid import ULID
 
 from tickwork.app.planner import Planner
 from tickwork.app.ports import Dispatch, Expect, JobStore, Page, RunQueue, RunSample, RunStore, TenantStore
-from tickwork.domain.fires import first_fire_anchor, is_fire_of
+from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.lanes import Holder, Lane, ended
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
 from tickwork.domain.models import (
@@ -38,7 +39,16 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.patch import merge_patch
-from tickwork.domain.schedule import AnySchedule, fire_times_between, next_fire_time, next_fire_times
+from tickwork.domain.schedule import (
+    MAX_EXCLUDED_IN_A_ROW,
+    AnySchedule,
+    DstNote,
+    dst_note,
+    fire_times_between,
+    iter_candidate_fires,
+    next_fire_time,
+    next_fire_times,
+)
 from tickwork.domain.targets import (
     AwsTargetPolicy,
     check_aws_target,
@@ -57,6 +67,8 @@ STATS_SAMPLE = 10_000
 SHOWN_AHEAD = 1000
 # The newest stored runs read to find where a job's unrecorded fires start (manual runs sort among them).
 RECENT_RUNS = 20
+# A preview lists at most this many excluded fires beyond its fire times.
+PREVIEW_EXCLUDED_LIMIT = 100
 # A history cursor that continues among the fires in flight, before this fire (epoch ms).
 AHEAD_CURSOR = "a."
 
@@ -322,15 +334,34 @@ class JobService:
 
     # --- read-only helpers --------------------------------------------------------------------------------
     @staticmethod
-    def preview(schedule: AnySchedule, *, after: datetime, count: int) -> list[datetime]:
-        """Fire times strictly after ``after``; a rate schedule with no start_at counts from ``after``."""
+    def preview(schedule: AnySchedule, *, after: datetime, count: int, jitter_seconds: int = 0) -> Preview:
+        """The next ``count`` fire times strictly after ``after`` (a rate schedule with no start_at counts
+        from ``after``), and each fire up to the last of them with what changes it: an exclusion, DST,
+        jitter."""
         anchor = None
         if isinstance(schedule, RateSchedule):
             try:
                 anchor = after + timedelta(seconds=schedule.every_seconds)
             except OverflowError:  # the first fire would fall past year 9999
-                return []
-        return next_fire_times(schedule, after, count, anchor=anchor)
+                return Preview([], [])
+        fire_times = next_fire_times(schedule, after, count, anchor=anchor)
+
+        def shown(at: datetime, excluded: str | None) -> PreviewFire:
+            starts_by = None
+            if jitter_seconds and excluded is None:
+                starts_by = at + jitter_span(schedule, at, jitter_seconds, anchor=anchor)
+            return PreviewFire(at, excluded, dst_note(schedule, at), starts_by)
+
+        fires: list[PreviewFire] = []
+        looked_at = iter_candidate_fires(schedule, after, anchor=anchor)
+        for at, excluded in islice(looked_at, count + PREVIEW_EXCLUDED_LIMIT):
+            if excluded is None and len(fires) - sum(f.excluded is not None for f in fires) == count:
+                break
+            fires.append(shown(at, excluded))
+        listed = {fire.at for fire in fires}
+        # Past a long run of excluded fires the rest are listed without their excluded neighbours.
+        fires += [shown(at, None) for at in fire_times if at not in listed]
+        return Preview(fire_times, fires)
 
     def stats(self, tenant_id: str, now: datetime) -> TenantStats:
         """Jobs by status; the runs of the last hour, by status, with their trigger lag (read job by job, at
@@ -527,15 +558,40 @@ def next_version(job: Job, now: datetime, **changes: object) -> Job:
     return job.model_copy(update={**changes, "version": job.version + 1, "updated_at": now})
 
 
+@dataclass(frozen=True)
+class PreviewFire:
+    at: datetime
+    excluded: str | None
+    """Why ``schedule.exclude`` excludes it (it does not fire), or None."""
+    dst: DstNote | None
+    """``shifted`` or ``repeated`` by daylight saving time (see ``dst_note``), or None."""
+    starts_by: datetime | None
+    """With jitter: the latest it may start."""
+
+
+@dataclass(frozen=True)
+class Preview:
+    fire_times: list[datetime]
+    fires: list[PreviewFire]
+
+
 def first_fire(job: Job, now: datetime) -> datetime:
     """The first fire at or after ``now`` (a one-time job's own time, even slightly past). Raises
     InvalidSchedule when the schedule has none left."""
     if isinstance(job.schedule, OnceSchedule):
         return job.schedule.at
-    fire_at = next_fire_time(job.schedule, now - timedelta(microseconds=1), anchor=first_fire_anchor(job))
-    if fire_at is None:
+    after, anchor = now - timedelta(microseconds=1), first_fire_anchor(job)
+    first = next(iter_candidate_fires(job.schedule, after, anchor=anchor), None)
+    if first is None:
         raise InvalidSchedule("the schedule has no fire time after now", field="schedule")
-    return fire_at
+    if first[1] is not None and next_fire_time(job.schedule, after, anchor=anchor) is None:
+        raise InvalidSchedule(
+            f"schedule.exclude excludes every fire the schedule has left (or more than"
+            f" {MAX_EXCLUDED_IN_A_ROW:,} in a row)",
+            field="schedule.exclude",
+        )
+    # The cursor starts at the first fire even when it is excluded: the planner records it SKIPPED.
+    return first[0]
 
 
 def percentile(sorted_values: list[int], pct: int) -> int | None:

@@ -43,6 +43,7 @@ from tickwork.domain.fires import (
     is_fire_of,
     is_last_fire,
     is_superseded,
+    jitter_of,
     latest_fire_until,
     next_in_chain,
     on_arrival,
@@ -62,6 +63,7 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.retry import OutcomeClass, decide_retry
+from tickwork.domain.schedule import exclusion_of
 from tickwork.domain.tenants import Tenant
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
@@ -187,6 +189,10 @@ class Worker:
             return "unknown job"
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
         try:
+            if job.jitter_seconds and key.fire_ms is not None and message.attempt is None:
+                fire = from_epoch_ms(key.fire_ms)
+                if not self._wait_until(fire + jitter_of(job, fire), message):
+                    return "early: sent again for its time"
             return self._handle(message, key, job, lane)
         finally:
             logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt", "fencing_token"])
@@ -373,6 +379,10 @@ class Worker:
                 if fired >= job.pause.paused_at:
                     return "job paused: resuming plans this fire again"
                 return self._end_unrun(job, candidate, RunStatus.MISSED, "job_paused", now)
+            excluded = exclusion_of(job.schedule, fired)
+            if excluded is not None:
+                # Excluded since it was sent (the job was updated): recorded as the planner records it.
+                return self._end_unrun(job, candidate, RunStatus.SKIPPED, excluded, now)
             if not is_fire_of(job, fired):
                 return self._end_unrun(job, candidate, RunStatus.CANCELLED, "schedule_changed", now)
             if message.chain_until is None:
@@ -481,9 +491,7 @@ class Worker:
                 "attempt": attempt,
                 "attempts": [*[a for a in run.attempts if a.attempt != attempt], lost],
                 "started_at": run.started_at or started,
-                "lag_ms": run.lag_ms
-                if run.lag_ms is not None
-                else max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for)),
+                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, started),
                 "fencing_token": holder.token if holder is not None else run.fencing_token,
                 "lease_owner": None,
                 "lease_expires_at": None,
@@ -565,9 +573,7 @@ class Worker:
                 "lease_owner": self.worker_id,
                 "lease_expires_at": now + lease_for,
                 "started_at": run.started_at or now,
-                "lag_ms": run.lag_ms
-                if run.lag_ms is not None
-                else max(0, to_epoch_ms(now) - to_epoch_ms(run.scheduled_for)),
+                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, now),
                 "attempts": [*run.attempts, record],
                 "retry_at": None,
                 "reason": None,
@@ -815,16 +821,24 @@ class Worker:
         """A fire's run before its first write: ENQUEUED as the API shows it."""
         assert key.fire_ms is not None
         sent = from_epoch_ms(message.sent_at) if message.sent_at is not None else None
+        fire = from_epoch_ms(key.fire_ms)
+        jitter = jitter_of(job, fire) // timedelta(milliseconds=1) if job.jitter_seconds else None
         return Run(
             run_id=message.run_id,
             job_id=job.job_id,
             tenant_id=job.tenant_id,
-            scheduled_for=from_epoch_ms(key.fire_ms),
+            scheduled_for=fire,
             status=RunStatus.ENQUEUED,
             trigger="schedule",
             created_at=sent or now,
             enqueued_at=sent,
+            jitter_ms=jitter,
         )
+
+
+def _lag_ms(run: Run, started: datetime) -> int:
+    """From when the fire was due, its jitter included, to ``started``."""
+    return max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for) - (run.jitter_ms or 0))
 
 
 def _retry_message(run: Run) -> RunMessage:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from tickwork.domain.cron_syntax import ALIASES
-from tickwork.domain.models import CronSchedule, OnceSchedule, RateSchedule
+from tickwork.domain.models import CronSchedule, Exclusions, OnceSchedule, RateSchedule
 from tickwork.domain.timeutil import to_rfc3339
 
 _UNITS = ((86_400, "day"), (3_600, "hour"), (60, "minute"), (1, "second"))
@@ -27,6 +27,26 @@ def describe_schedule(schedule: OnceSchedule | CronSchedule | RateSchedule) -> s
         words += f", from {to_rfc3339(schedule.start_at)}"
     if schedule.end_at is not None:
         words += f", until {to_rfc3339(schedule.end_at)}"
+    if schedule.exclude is not None:
+        words += _describe_exclusions(schedule.exclude)
+    return words
+
+
+def _describe_exclusions(exclude: Exclusions) -> str:
+    """ ", except on US-NY holidays, 2026-12-24 and 2026-12-27 to 2027-01-01, not at: every minute, between
+    12:00 and 13:59"."""
+    days = [f"{calendar} holidays" for calendar in exclude.holidays]
+    days += [day.isoformat() for day in exclude.dates]
+    days += [f"{r.start.isoformat()} to {r.end.isoformat()}" for r in exclude.date_ranges]
+    words = ""
+    if days:
+        listed = days[0] if len(days) == 1 else ", ".join(days[:-1]) + " and " + days[-1]
+        words += f", except on {listed}"
+    for window in exclude.windows:
+        described = describe_cron(window)
+        words += f", not at: {described[:1].lower()}{described[1:]}"
+    if words and exclude.timezone:
+        words += f" ({exclude.timezone})"
     return words
 
 

@@ -13,13 +13,14 @@ The contract's rules, as pure functions of a schedule, the job's policies and ``
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from tickwork.domain.models import Job, MisfirePolicy, RateSchedule
-from tickwork.domain.schedule import AnySchedule, iter_fire_times, next_fire_time
+from tickwork.domain.models import Job, MisfirePolicy, RateSchedule, scheduled_run_id
+from tickwork.domain.schedule import AnySchedule, iter_candidate_fires, iter_fire_times, next_fire_time
 
 # At most this many missed fires are recorded one by one; older ones are only counted.
 MISSED_RECORD_LIMIT = 100
@@ -27,6 +28,7 @@ MISSED_RECORD_LIMIT = 100
 MAX_FIRES_PER_PASS = 1000
 _FIRST_LOOKBACK = timedelta(minutes=5)
 _ONE_MICROSECOND = timedelta(microseconds=1)
+_ONE_MILLISECOND = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class FirePlan:
     """Overdue fires to record MISSED, oldest first (at most ``MISSED_RECORD_LIMIT``)."""
     more_missed: bool = False
     """More fires were missed than ``missed`` lists."""
+    excluded: list[tuple[datetime, str]] = field(default_factory=list)
+    """Fires ahead that ``schedule.exclude`` excludes, to record SKIPPED with the reason, oldest first (at
+    most ``MISSED_RECORD_LIMIT``)."""
+    more_excluded: bool = False
     next_fire_at: datetime | None = None
     """The new cursor: the first fire this plan does not cover, or None when the schedule has no more."""
     last_fire_at: datetime | None = None
@@ -106,21 +112,33 @@ def decide_fires(
     else:
         run.extend(kept)
 
+    # Ahead, every fire of the schedule is looked at, excluded ones too: they are recorded, and the cursor
+    # stops at the first fire beyond the horizon whether it is excluded or not.
     next_fire_at: datetime | None = None
-    for planned, fire_at in enumerate(fires_from(max(cursor, now + _ONE_MICROSECOND))):
+    excluded: list[tuple[datetime, str]] = []
+    more_excluded = False
+    ahead = iter_candidate_fires(schedule, max(cursor - _ONE_MICROSECOND, now), anchor=anchor)
+    for planned, (fire_at, reason) in enumerate(ahead):
         if fire_at > now + horizon or planned >= MAX_FIRES_PER_PASS:
             next_fire_at = fire_at
             break
-        run.append(fire_at)
+        if reason is None:
+            run.append(fire_at)
+        elif len(excluded) < MISSED_RECORD_LIMIT:
+            excluded.append((fire_at, reason))
+        else:
+            more_excluded = True
     last_fire_at = None
     if next_fire_at is None:
-        covered = [*missed, *run, *(chain or ())]
+        covered = [*missed, *run, *(chain or ()), *(fire_at for fire_at, _ in excluded)]
         last_fire_at = max(covered) if covered else None
     return FirePlan(
         run=run,
         chain=chain,
         missed=missed,
         more_missed=more_missed,
+        excluded=excluded,
+        more_excluded=more_excluded,
         next_fire_at=next_fire_at,
         last_fire_at=last_fire_at,
     )
@@ -137,14 +155,46 @@ class Arrival(StrEnum):
 
 
 def on_arrival(job: Job, fire_at: datetime, now: datetime) -> Arrival:
-    """The decision for fire ``fire_at`` of ``job``, taken at ``now`` (at or after the fire)."""
+    """The decision for fire ``fire_at`` of ``job``, taken at ``now`` (at or after the fire). The grace counts
+    from when the fire was due to start: its time plus its jitter."""
     if job.misfire_policy == "backfill":
         return Arrival.RUN
     if is_superseded(job, fire_at, now):
         return Arrival.MISS_SUPERSEDED
-    if now > fire_at + timedelta(seconds=job.misfire_grace_seconds) and job.misfire_policy == "skip":
+    late = now > due_at(job, fire_at) + timedelta(seconds=job.misfire_grace_seconds)
+    if late and job.misfire_policy == "skip":
         return Arrival.MISS_LATE
     return Arrival.RUN
+
+
+def jitter_of(job: Job, fire_at: datetime) -> timedelta:
+    """The fire's offset from its time: up to ``jitter_seconds``, in whole milliseconds, fixed by the run id
+    (so every planner and worker finds the same), and always before the next fire."""
+    if not job.jitter_seconds:
+        return timedelta(0)
+    span = jitter_span(job.schedule, fire_at, job.jitter_seconds, anchor=first_fire_anchor(job))
+    span_ms = span // _ONE_MILLISECOND
+    if span_ms <= 0:
+        return timedelta(0)
+    digest = hashlib.sha256(scheduled_run_id(job.job_id, fire_at).encode()).digest()
+    return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % (span_ms + 1))
+
+
+def jitter_span(
+    schedule: AnySchedule, fire_at: datetime, jitter_seconds: int, *, anchor: datetime | None
+) -> timedelta:
+    """The largest offset a fire may get: ``jitter_seconds``, less when the next fire comes sooner (a
+    fire's jitter ends a millisecond before it)."""
+    span = timedelta(seconds=jitter_seconds)
+    following = next_fire_time(schedule, fire_at, anchor=anchor)
+    if following is not None:
+        span = min(span, following - fire_at - _ONE_MILLISECOND)
+    return max(span, timedelta(0))
+
+
+def due_at(job: Job, fire_at: datetime) -> datetime:
+    """When the scheduled fire at ``fire_at`` is due to start: its time plus its jitter."""
+    return fire_at + jitter_of(job, fire_at)
 
 
 def next_in_chain(job: Job, fire_at: datetime, until: datetime) -> datetime | None:

@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -137,9 +137,87 @@ class OnceSchedule(StrictModel):
     at: FireInstant
 
 
+def _date_given_as_text(value: Any) -> Any:
+    """A date is ``YYYY-MM-DD``: pydantic would read a number as Unix time and a timestamp as its date."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise PydanticCustomError("date_format", "a date must be written YYYY-MM-DD, as in 2026-12-25")
+    return value
+
+
+CalendarDate = Annotated[date, BeforeValidator(_date_given_as_text)]
+
+
+def _check_window(value: str) -> str:
+    from tickwork.domain.cron_syntax import check_cron_syntax
+
+    if len(value.split()) == 6:
+        raise PydanticCustomError(
+            "window_fields", "a window is 5 cron fields (minute hour day-of-month month day-of-week)"
+        )
+    check_cron_syntax(value)
+    return value
+
+
+def _check_holiday_calendar(value: str) -> str:
+    from tickwork.domain.exclusions import check_holiday_calendar
+
+    return check_holiday_calendar(value)
+
+
+def _one_or_many(value: Any) -> Any:
+    return [value] if isinstance(value, str) else value
+
+
+WindowExpression = Annotated[
+    str, StringConstraints(min_length=1, max_length=256), AfterValidator(_check_window)
+]
+HolidayCalendar = Annotated[
+    str, StringConstraints(min_length=2, max_length=32), AfterValidator(_check_holiday_calendar)
+]
+
+
+class DateRange(StrictModel):
+    """Local dates from ``start`` to ``end``, both included."""
+
+    start: CalendarDate
+    end: CalendarDate
+
+    @model_validator(mode="after")
+    def _end_not_before_start(self) -> DateRange:
+        if self.end < self.start:
+            raise PydanticCustomError("end_before_start", "a date range's end must not be before its start")
+        return self
+
+
+class Exclusions(StrictModel):
+    """Fires that do not happen: on these local dates, in these cron windows, on these public holidays. Each
+    excluded fire is recorded SKIPPED with the rule that excluded it."""
+
+    dates: tuple[CalendarDate, ...] = Field((), max_length=400)
+    date_ranges: tuple[DateRange, ...] = Field((), max_length=100)
+    windows: tuple[WindowExpression, ...] = Field((), max_length=20)
+    """5-field cron expressions: a fire whose local minute one of them matches is excluded."""
+    holidays: Annotated[tuple[HolidayCalendar, ...], BeforeValidator(_one_or_many)] = Field((), max_length=10)
+    """Public holidays of a country (``US``), a subdivision (``US-NY``) or a market (``NYSE``), from the
+    ``holidays`` package."""
+    timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    """The zone whose calendar the dates, windows and holidays follow; default the schedule's (UTC for a
+    rate schedule)."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str | None) -> str | None:
+        from tickwork.domain.schedule import check_timezone
+
+        return None if value is None else check_timezone(value)
+
+
 class _BoundedSchedule(StrictModel):
     start_at: FireInstant | None = None
     end_at: EndInstant | None = None
+    exclude: Exclusions | None = None
 
     @model_validator(mode="after")
     def _end_after_start(self) -> _BoundedSchedule:
@@ -380,6 +458,7 @@ Payload = Annotated[JsonValue, AfterValidator(_check_payload_size)]
 MisfireGraceSeconds = Annotated[int, Field(ge=0, le=7 * 86_400)]
 BackfillLimit = Annotated[int, Field(ge=1, le=1000)]
 MaxConcurrentRuns = Annotated[int, Field(ge=1, le=50)]
+JitterSeconds = Annotated[int, Field(ge=0, le=86_400)]
 Description = Annotated[str, StringConstraints(max_length=1024)]
 JobTags = Annotated[Tags, Field(max_length=50)]
 
@@ -409,6 +488,9 @@ class JobSpec(StrictModel):
     overlap_policy: OverlapPolicy = "skip"
     max_concurrent_runs: MaxConcurrentRuns | None = None
     """With ``overlap_policy: allow``, at most this many runs at once; a fire beyond it is SKIPPED."""
+    jitter_seconds: JitterSeconds = 0
+    """Each scheduled fire starts up to this much after its time, by an offset fixed by its run id, and
+    always before the next fire."""
     delivery: Delivery = "at_least_once"
     description: Description | None = None
     tags: JobTags = Field(default_factory=dict)
@@ -449,6 +531,7 @@ class JobPatch(StrictModel):
     backfill_limit: BackfillLimit | None = None
     overlap_policy: OverlapPolicy | None = None
     max_concurrent_runs: MaxConcurrentRuns | None = None
+    jitter_seconds: JitterSeconds | None = None
     delivery: Delivery | None = None
     description: Description | None = None
     tags: JobTags | None = None
@@ -553,6 +636,9 @@ class Run(StrictModel):
     started_at: Instant | None = None
     finished_at: Instant | None = None
     lag_ms: int | None = None
+    """From when the fire was due (``scheduled_for`` plus its jitter) to its first attempt's start."""
+    jitter_ms: int | None = None
+    """The job's ``jitter_seconds`` put this fire's start this long after ``scheduled_for``."""
     reason: str | None = None
     """Why a run ended without running: the misfire, overlap or cancel decision."""
     attempts: list[Attempt] = Field(default_factory=list)
@@ -569,8 +655,11 @@ class Run(StrictModel):
 
     @property
     def due_at(self) -> datetime:
-        """When the next attempt may start: the retry time after a failure, else the scheduled time."""
-        return self.retry_at if self.status is RunStatus.RETRY_WAIT and self.retry_at else self.scheduled_for
+        """When the next attempt may start: the retry time after a failure, else the scheduled time with its
+        jitter."""
+        if self.status is RunStatus.RETRY_WAIT and self.retry_at:
+            return self.retry_at
+        return self.scheduled_for + timedelta(milliseconds=self.jitter_ms or 0)
 
 
 class RunMessage(StrictModel):

@@ -21,21 +21,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from itertools import islice
+from typing import Literal
 from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 from pydantic_core import PydanticCustomError
 
 from tickwork.domain.cron_syntax import ALIASES, check_cron_syntax
+from tickwork.domain.exclusions import ExclusionRules, exclusion_rules
 from tickwork.domain.models import LATEST_INSTANT, CronSchedule, OnceSchedule, RateSchedule
 from tickwork.domain.timeutil import to_utc
 
 AnySchedule = OnceSchedule | CronSchedule | RateSchedule
+DstNote = Literal["shifted", "repeated"]
 
 # The Gregorian calendar repeats every 400 years: an expression with no match in 400 years has none at all
 # (Feb 30 and the like), and one with a match finds it (the fifth Monday of February: 2044, then 2072).
 _MAX_YEARS_BETWEEN_MATCHES = 400
 _ONE_MICROSECOND = timedelta(microseconds=1)
+# Past this many excluded fires in a row (a per-second schedule inside a long minute-by-minute window) the
+# schedule is taken to have no fire left: the search must end. A create is refused if its first fire is
+# beyond it.
+MAX_EXCLUDED_IN_A_ROW = 100_000
 # A gap longer than this is a zone moving across the date line or correcting its clock (Pacific/Apia
 # skipped 30 December 2011; Kiritimati 31 December 1994), not daylight saving: its wall times are skipped,
 # never shifted to the end of the gap (as vixie cron treats jumps of more than 3 hours).
@@ -170,10 +177,80 @@ def iter_fire_times(
     schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None
 ) -> Iterator[datetime]:
     """Fire times strictly after ``after``, ascending, as UTC datetimes, within ``start_at``/``end_at`` and
-    before ``LATEST_INSTANT`` (the end of what a timestamp may name).
+    before ``LATEST_INSTANT`` (the end of what a timestamp may name), less the fires ``schedule.exclude``
+    excludes.
 
     ``anchor`` is the first fire of a rate schedule that has no ``start_at``.
     """
+    rules = _exclusion_rules(schedule)
+    if rules is None:
+        yield from _iter_nominal(schedule, after, anchor)
+        return
+    after = to_utc(after)
+    excluded_in_a_row = 0
+    while True:
+        jumped = False
+        for fire_at in _iter_nominal(schedule, after, anchor):
+            excluded = rules.check(fire_at)
+            if excluded is None:
+                excluded_in_a_row = 0
+                yield fire_at
+                continue
+            excluded_in_a_row += 1
+            if excluded_in_a_row > MAX_EXCLUDED_IN_A_ROW:
+                return
+            if excluded.resume_at is not None and excluded.resume_at > fire_at + _ONE_MICROSECOND:
+                # A whole excluded day or hour: go on from its end rather than through each of its fires.
+                after, jumped = excluded.resume_at - _ONE_MICROSECOND, True
+                break
+        if not jumped:
+            return
+
+
+def iter_candidate_fires(
+    schedule: AnySchedule, after: datetime, *, anchor: datetime | None = None
+) -> Iterator[tuple[datetime, str | None]]:
+    """Every fire time of the schedule after ``after`` with the reason it is excluded (None: it fires). For
+    the planner, which records excluded fires as SKIPPED, and for preview."""
+    rules = _exclusion_rules(schedule)
+    for fire_at in _iter_nominal(schedule, after, anchor):
+        excluded = rules.check(fire_at) if rules is not None else None
+        yield fire_at, excluded.reason if excluded is not None else None
+
+
+def exclusion_of(schedule: AnySchedule, fire_at: datetime) -> str | None:
+    """Why ``schedule.exclude`` excludes the fire at ``fire_at``, or None."""
+    rules = _exclusion_rules(schedule)
+    excluded = rules.check(fire_at) if rules is not None else None
+    return excluded.reason if excluded is not None else None
+
+
+def dst_note(schedule: AnySchedule, fire_at: datetime) -> DstNote | None:
+    """How daylight saving time changed a cron fire: ``shifted`` (its local time was skipped by a
+    spring-forward gap, so it fires at the end of the gap) or ``repeated`` (its local time occurs twice at
+    fall-back and it fires at both)."""
+    if not isinstance(schedule, CronSchedule):
+        return None
+    parsed = parse_cron(schedule.expression)
+    tz = zone(schedule.timezone)
+    local = to_utc(fire_at).astimezone(tz)
+    wall = local.replace(tzinfo=None, fold=0)
+    if not croniter.match(parsed.expression, wall, second_at_beginning=parsed.seconds_first):
+        return "shifted"
+    if _overlap_length(wall, tz) and (parsed.hour_is_instant or schedule.dst.overlap == "all"):
+        return "repeated"
+    return None
+
+
+def _exclusion_rules(schedule: AnySchedule) -> ExclusionRules | None:
+    if isinstance(schedule, OnceSchedule) or schedule.exclude is None:
+        return None
+    zone_name = schedule.timezone if isinstance(schedule, CronSchedule) else "UTC"
+    return exclusion_rules(schedule.exclude, zone_name)
+
+
+def _iter_nominal(schedule: AnySchedule, after: datetime, anchor: datetime | None) -> Iterator[datetime]:
+    """Fire times as the schedule's fields give them, before exclusions."""
     after = to_utc(after)
     if isinstance(schedule, OnceSchedule):
         if schedule.at > after:
