@@ -21,6 +21,8 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 from pydantic_core import PydanticCustomError
 
+from tickwork.domain.cron_syntax import check_cron_syntax
+
 if TYPE_CHECKING:
     from tickwork.domain.models import Exclusions
 
@@ -105,8 +107,68 @@ def _window_fields(expression: str) -> tuple[str, ...]:
     return tuple(expression.split())
 
 
-def _in_window(expression: str, wall: datetime) -> bool:
-    return bool(croniter.match(expression, wall.replace(second=0, microsecond=0)))
+@dataclass(frozen=True)
+class _Window:
+    """A window's fields as sets of allowed values (None: any), for the plain forms and ``L`` in day of
+    month; a window with another special form is matched by croniter."""
+
+    minutes: frozenset[int] | None
+    hours: frozenset[int] | None
+    days: frozenset[int] | None
+    last_day: bool
+    months: frozenset[int] | None
+    weekdays: frozenset[int] | None
+    plain: bool
+
+    def matches(self, wall: datetime) -> bool:
+        if (self.minutes is not None and wall.minute not in self.minutes) or (
+            self.hours is not None and wall.hour not in self.hours
+        ):
+            return False
+        if self.months is not None and wall.month not in self.months:
+            return False
+        day_restricted = self.days is not None or self.last_day
+        on_day = (self.days is not None and wall.day in self.days) or (
+            self.last_day and (wall + timedelta(days=1)).month != wall.month
+        )
+        on_weekday = self.weekdays is not None and wall.isoweekday() % 7 in self.weekdays
+        if day_restricted and self.weekdays is not None:
+            return on_day or on_weekday  # both restricted: either matches, as cron reads it
+        if day_restricted:
+            return on_day
+        return self.weekdays is None or on_weekday
+
+
+@lru_cache(maxsize=1024)
+def _compiled_window(window: str) -> _Window:
+    expression = check_cron_syntax(window)  # in croniter's own spelling (``5L`` as ``L5``)
+    parsed = croniter(expression)
+    day_field, weekday_field = expression.upper().split()[2:5:2]
+    plain = not parsed.nth_weekday_of_month and "W" not in day_field and "L" not in weekday_field
+    fields: list[frozenset[int] | None] = []
+    for position, values in enumerate(parsed.expanded):
+        numbers = [value for value in values if isinstance(value, int)]
+        if "*" in values:
+            fields.append(None)
+        elif position == 4:
+            fields.append(frozenset(number % 7 for number in numbers))  # 7 is Sunday too
+        else:
+            fields.append(frozenset(numbers))
+    minutes, hours, days, months, weekdays = fields
+    last_day = "l" in parsed.expanded[2]
+    if last_day and days is not None and not (days - {0}):
+        days = None  # "L" alone
+    return _Window(minutes, hours, days, last_day, months, weekdays, plain)
+
+
+@lru_cache(maxsize=8192)
+def _in_window(expression: str, minute: datetime) -> bool:
+    """Whether the window matches a local wall-clock minute (cached: a schedule firing every second asks for
+    each minute sixty times)."""
+    window = _compiled_window(expression)
+    if window.plain:
+        return window.matches(minute)
+    return bool(croniter.match(check_cron_syntax(expression), minute))
 
 
 class ExclusionRules:
@@ -138,8 +200,9 @@ class ExclusionRules:
                     f"excluded: holiday {name} ({calendar})", self._day_start(day + timedelta(days=1))
                 )
         wall = local.replace(tzinfo=None)
+        minute = wall.replace(second=0, microsecond=0, fold=0)
         for window in self.windows:
-            if _in_window(window, wall):
+            if _in_window(window, minute):
                 return Excluded(f"excluded: window {window}", self._window_end(window, wall))
         return None
 
