@@ -147,7 +147,7 @@ def _compiled_window(window: str) -> _Window:
     plain = not parsed.nth_weekday_of_month and "W" not in day_field and "L" not in weekday_field
     fields: list[frozenset[int] | None] = []
     for position, values in enumerate(parsed.expanded):
-        numbers = [value for value in values if isinstance(value, int)]
+        numbers = [int(value) for value in values if str(value).isdigit()]
         if "*" in values:
             fields.append(None)
         elif position == 4:
