@@ -564,3 +564,109 @@ def test_webhook_timeouts_beyond_the_worker_budget_are_refused(
     assert refused.body["error"]["field"] == "target.timeout_seconds"
     assert item_counts(dynamodb) == before
     assert create(110).status == 201
+
+
+# --- exclusions and jitter ----------------------------------------------------------------------------------
+def test_a_job_with_holidays_excluded_and_jitter_reads_back_as_given_and_in_words(api: ApiGateway) -> None:
+    schedule = {
+        "type": "cron",
+        "expression": "0 9 * * 1-5",
+        "timezone": "America/New_York",
+        "exclude": {"holidays": "US-NY", "date_ranges": [{"start": "2026-12-24", "end": "2027-01-01"}]},
+    }
+    job = create(api, schedule=schedule, jitter_seconds=300)
+    fetched = api.request("GET", f"/v1/jobs/{job['job_id']}", token=ACME).body
+    assert fetched["jitter_seconds"] == 300
+    assert fetched["schedule"]["exclude"] == {
+        "dates": [],
+        "date_ranges": [{"start": "2026-12-24", "end": "2027-01-01"}],
+        "windows": [],
+        "holidays": ["US-NY"],
+        "timezone": None,
+    }
+    assert fetched["schedule_description"] == (
+        "At 09:00, Monday through Friday, America/New_York,"
+        " except on US-NY holidays and 2026-12-24 to 2027-01-01"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exclude", "field", "says"),
+    [
+        ({"holidays": ["Narnia"]}, "schedule.exclude.holidays.0", "unknown holiday calendar Narnia"),
+        ({"holidays": ["US-XX"]}, "schedule.exclude.holidays.0", "US has no subdivision XX"),
+        ({"dates": ["25/12/2026"]}, "schedule.exclude.dates.0", "YYYY-MM-DD"),
+        ({"windows": ["* 24 * * *"]}, "schedule.exclude.windows.0", "hour value 24 is out of range"),
+        ({"windows": ["* * 25 12 *"]}, "schedule.exclude", "excludes every fire"),
+    ],
+)
+def test_a_bad_exclusion_is_a_4xx_naming_its_field_and_stores_nothing(
+    api: ApiGateway, dynamodb: Any, exclude: dict[str, Any], field: str, says: str
+) -> None:
+    before = item_counts(dynamodb)
+    schedule = {"type": "cron", "expression": "0 9 25 12 *", "exclude": exclude}
+    response = api.request("POST", "/v1/jobs", token=ACME, body=job_body(schedule=schedule))
+    assert 400 <= response.status < 500, response.body
+    assert response.body["error"]["field"] == field
+    assert says in response.body["error"]["message"]
+    assert item_counts(dynamodb) == before
+
+
+def test_preview_shows_excluded_fires_with_their_reason_and_each_fires_latest_start(api: ApiGateway) -> None:
+    response = api.request(
+        "POST",
+        "/v1/schedule-preview",
+        token=ACME,
+        body={
+            "schedule": {
+                "type": "cron",
+                "expression": "0 9 * * *",
+                "timezone": "America/New_York",
+                "exclude": {"holidays": "US-NY", "windows": ["* * * * SAT,SUN"]},
+            },
+            "after": "2026-11-24T00:00:00Z",
+            "count": 3,
+            "jitter_seconds": 600,
+        },
+    )
+    assert response.status == 200, response.body
+    body = response.body
+    # Tuesday 24, Wednesday 25, (Thanksgiving 26), Friday 27, (the weekend), Monday 30 November
+    assert body["fire_times"] == ["2026-11-24T14:00:00Z", "2026-11-25T14:00:00Z", "2026-11-27T14:00:00Z"]
+    assert [(fire["at"], fire["excluded"]) for fire in body["fires"]] == [
+        ("2026-11-24T14:00:00Z", None),
+        ("2026-11-25T14:00:00Z", None),
+        ("2026-11-26T14:00:00Z", "excluded: holiday Thanksgiving Day (US-NY)"),
+        ("2026-11-27T14:00:00Z", None),
+    ]
+    assert [fire["starts_by"] for fire in body["fires"] if fire["excluded"] is None] == [
+        "2026-11-24T14:10:00Z",
+        "2026-11-25T14:10:00Z",
+        "2026-11-27T14:10:00Z",
+    ]
+    assert body["fires"][2]["starts_by"] is None
+    assert "except on US-NY holidays" in body["description"]
+
+
+def test_preview_marks_both_copies_of_a_repeated_hour(api: ApiGateway) -> None:
+    response = api.request(
+        "POST",
+        "/v1/schedule-preview",
+        token=ACME,
+        body={
+            "schedule": {
+                "type": "cron",
+                "expression": "30 1 * * *",
+                "timezone": "America/New_York",
+                "dst": {"overlap": "all"},
+            },
+            "after": "2026-10-31T12:00:00Z",
+            "count": 3,
+        },
+    )
+    assert response.status == 200, response.body
+    assert [(fire["at"], fire["dst"]) for fire in response.body["fires"]] == [
+        ("2026-11-01T05:30:00Z", "repeated"),
+        ("2026-11-01T06:30:00Z", "repeated"),
+        ("2026-11-02T06:30:00Z", None),
+    ]

@@ -354,10 +354,12 @@ class JobService:
 
         fires: list[PreviewFire] = []
         looked_at = iter_candidate_fires(schedule, after, anchor=anchor)
+        firing = 0
         for at, excluded in islice(looked_at, count + PREVIEW_EXCLUDED_LIMIT):
-            if excluded is None and len(fires) - sum(f.excluded is not None for f in fires) == count:
-                break
             fires.append(shown(at, excluded))
+            firing += excluded is None
+            if firing == count:
+                break
         listed = {fire.at for fire in fires}
         # Past a long run of excluded fires the rest are listed without their excluded neighbours.
         fires += [shown(at, None) for at in fire_times if at not in listed]
