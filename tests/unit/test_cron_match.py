@@ -24,6 +24,7 @@ from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from pydantic_core import PydanticCustomError
 from tickwork.domain.cron_match import CronMatcher, compile_cron
 from tickwork.domain.cron_syntax import DAY_NAMES, MONTH_NAMES, check_cron_syntax
+from tickwork.domain.schedule import parse_cron
 
 VECTORS_FILE = Path(__file__).parents[1] / "conformance" / "cron_vectors.json"
 FIRES = 50
@@ -379,3 +380,14 @@ def test_near_year_9999_one_day_field_with_no_match_left_does_not_hide_the_other
     assert walls("0 0 31 2 MON", datetime(9999, 1, 1)) == days(
         "9999-02-01", "9999-02-08", "9999-02-15", "9999-02-22"
     )
+
+
+def test_the_engine_reads_checked_expressions_with_the_matcher_and_older_ones_with_croniter() -> None:
+    assert parse_cron("0 9 * * 1-5").matcher is not None
+    assert parse_cron("*/60 * * * *").matcher is None  # refused today, read as croniter reads it
+    with pytest.raises(PydanticCustomError) as refused:
+        parse_cron("0 0 ?,1 * *")  # croniter refuses it, as before
+    assert refused.value.type == "invalid_cron"
+    with pytest.raises(PydanticCustomError) as never:
+        parse_cron("0 0 31W 2 *")
+    assert never.value.type == "cron_never_fires"
