@@ -3,9 +3,9 @@ APScheduler 3's CronTrigger on the same schedules where it can express them.
 
     python -m bench.schedule_preview --repeats 20
 
-Each schedule is previewed ``--repeats`` times from a fresh parse (the parse cache and croniter's iterator
-cache cleared first, as a cold Lambda would start), then the median is quoted. The goal is well under
-50 ms for any expression.
+Each schedule is previewed ``--repeats`` times from a fresh parse (the parse cache, which holds the compiled
+matcher, and croniter's iterator cache cleared first, as a cold Lambda would start), then the median is
+quoted. The goal is well under 50 ms for any expression, and faster than APScheduler on each schedule.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def run(repeats: int = 20) -> list[tuple[str, str, float, int, float | None]]:
 def section(rows: list[tuple[str, str, float, int, float | None]] | None = None) -> str:
     rows = rows if rows is not None else run()
     slowest = max(ours for _, _, ours, _, _ in rows)
+    slower = [label for label, _, ours, _, theirs in rows if theirs is not None and ours >= theirs]
     return "\n".join(
         [
             "## Schedule preview: 100 fires of a schedule",
@@ -120,8 +121,10 @@ def section(rows: list[tuple[str, str, float, int, float | None]] | None = None)
             ),
             "",
             f"Slowest: {slowest:.1f} ms; goal well under {GOAL_MS:.0f} ms for any expression:"
-            f" {'met' if slowest < GOAL_MS else 'not met'}. A rare schedule costs what croniter's search"
-            " between its fires costs (decades apart for the fifth Monday of February).",
+            f" {'met' if slowest < GOAL_MS else 'not met'}. Wall times come from a matcher that walks the"
+            " calendar: a rare schedule costs one table lookup per allowed month between its fires (2,800"
+            " Februaries for 100 fifth Mondays of February). Faster than APScheduler on each schedule it"
+            f" can express: {'yes' if not slower else 'not on ' + '; '.join(slower)}.",
         ]
     )
 

@@ -1,8 +1,8 @@
 """The schedule engine: pure functions from a schedule and an instant to fire times.
 
-Cron expressions are matched against the *local wall clock* (croniter on naive datetimes), and each wall
-time is then mapped to real instants in the schedule's zone with zoneinfo. That mapping is where the DST
-policies apply:
+Cron expressions are matched against the *local wall clock* (``cron_match`` on naive datetimes; croniter
+for a stored expression that today's syntax check refuses), and each wall time is then mapped to real
+instants in the schedule's zone with zoneinfo. That mapping is where the DST policies apply:
 
 - a wall time inside a spring-forward gap has no instant: ``dst.gap`` shifts it to the end of the gap or
   skips it;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from itertools import islice
@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterError, croniter
 from pydantic_core import PydanticCustomError
 
+from tickwork.domain.cron_match import CronMatcher, compile_cron
 from tickwork.domain.cron_syntax import ALIASES, check_cron_syntax
 from tickwork.domain.exclusions import ExclusionRules, exclusion_rules
 from tickwork.domain.models import LATEST_INSTANT, CronSchedule, OnceSchedule, RateSchedule
@@ -58,6 +59,8 @@ class ParsedCron:
     nearest_weekday_to: int | None = None
     """The n of a day of month ``nW``: croniter moves it into months that lack day n (30W in February);
     those months have no such fire."""
+    matcher: CronMatcher | None = field(default=None, compare=False, repr=False)
+    """The calendar matcher; None for an expression left to croniter (one today's syntax check refuses)."""
 
     def matches(self, wall: datetime) -> bool:
         return self.nearest_weekday_to is None or self.nearest_weekday_to <= _days_in_month(wall)
@@ -71,8 +74,10 @@ def _days_in_month(wall: datetime) -> int:
 @lru_cache(maxsize=4096)
 def parse_cron(expression: str) -> ParsedCron:
     """Parse and check an expression once; the planner calls this for every due job."""
+    matcher: CronMatcher | None = None
     try:
         expanded = check_cron_syntax(expression)
+        matcher = compile_cron(expanded)
     except PydanticCustomError:
         # A stored job accepted before a syntax rule was tightened is read as it was then (croniter's
         # reading); anything new is checked by ``check_cron_expression`` first.
@@ -85,7 +90,11 @@ def parse_cron(expression: str) -> ParsedCron:
     hour = fields[2] if seconds_first else fields[1]
     day = fields[3] if seconds_first else fields[2]
     nearest = int(day[:-1]) if day.endswith("W") and day[:-1].isdigit() and int(day[:-1]) > 28 else None
-    parsed = ParsedCron(expanded, seconds_first, hour == "*" or "/" in hour, nearest)
+    parsed = ParsedCron(expanded, seconds_first, hour == "*" or "/" in hour, nearest, matcher)
+    if matcher is not None:
+        if not matcher.fires:
+            raise PydanticCustomError("cron_never_fires", "cron expression never fires")
+        return parsed
     try:
         probe = croniter(
             expanded,
@@ -144,7 +153,8 @@ def check_timezone(name: str) -> str:
 
 
 class _IteratorCache(threading.local):
-    """One croniter per expression and thread: building one costs ~6x more than reusing it."""
+    """One croniter per expression and thread, for expressions left to croniter: building one costs ~6x
+    more than reusing it."""
 
     def __init__(self) -> None:
         self.iterators: dict[str, croniter] = {}
@@ -334,16 +344,33 @@ def _iter_cron(schedule: CronSchedule, after: datetime) -> Iterator[datetime]:
             # `after` is in the first copy of a repeated hour: second-copy instants of earlier wall times
             # still lie ahead, so start matching from the beginning of the repeated span.
             wall -= overlap
+    if parsed.matcher is not None:
+        walls = parsed.matcher.walls_after(wall)
+        yield from _match(walls, tz, after, keep_gap=keep_gap, keep_second_copy=keep_second_copy)
+        return
     iterator = _iterators.acquire(parsed, wall)
     try:
-        yield from _match(parsed, iterator, tz, after, keep_gap=keep_gap, keep_second_copy=keep_second_copy)
+        walls = _croniter_walls(parsed, iterator)
+        yield from _match(walls, tz, after, keep_gap=keep_gap, keep_second_copy=keep_second_copy)
     finally:
         _iterators.release(parsed, iterator)
 
 
+def _croniter_walls(parsed: ParsedCron, iterator: croniter) -> Iterator[datetime]:
+    while True:
+        try:
+            wall = _first_match(parsed, iterator)
+        except (CroniterBadDateError, OverflowError, ValueError):
+            # No match within the years croniter searches, or none before the end of year 9999 (croniter
+            # raises ValueError or OverflowError): the schedule has no fire left.
+            return
+        if wall is None:
+            return
+        yield wall
+
+
 def _match(
-    parsed: ParsedCron,
-    iterator: croniter,
+    walls: Iterator[datetime],
     tz: ZoneInfo,
     after: datetime,
     *,
@@ -352,15 +379,11 @@ def _match(
 ) -> Iterator[datetime]:
     last: datetime | None = None
     second_copies: list[datetime] = []
-    while True:
+    for wall in walls:
         try:
-            wall = _first_match(parsed, iterator)
-            if wall is None:
-                break
             first, second, in_gap = _instants(wall, tz)
-        except (CroniterBadDateError, OverflowError, ValueError):
-            # No match within the years croniter searches, or none before the end of year 9999 (croniter
-            # raises ValueError, zone conversions OverflowError): the schedule has no fire left.
+        except (OverflowError, ValueError):
+            # A wall time near the end of year 9999 that its zone cannot convert: no fire is left.
             break
         if second is None and second_copies:
             # The repeated span is over: its second copies all come before this wall time.
