@@ -11,9 +11,8 @@ import pytest
 from tickwork.domain.fires import jitter_of
 from tickwork.domain.models import JobPatch, JobStatus, RunStatus
 from tickwork.errors import InvalidSchedule
+from tickwork.testing.fakes import FakeClock
 from tickwork.testing.world import START, World
-
-from tests.support.engine import FakeClock
 
 # 23:59 on Wednesday 25 November 2026 in New York: Thanksgiving (a US-NY holiday) starts a minute later.
 EVE_OF_THANKSGIVING = datetime(2026, 11, 26, 4, 59, tzinfo=UTC)

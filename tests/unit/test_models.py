@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from pydantic import ValidationError
@@ -142,7 +142,7 @@ def test_the_design_example_is_accepted_as_is() -> None:
     # (with the fields added since, at their defaults)
     assert job_spec.model_dump(mode="json") == {
         **body,
-        "schedule": {**body["schedule"], "exclude": None},
+        "schedule": {**cast(dict[str, Any], body["schedule"]), "exclude": None},
         "max_concurrent_runs": None,
         "jitter_seconds": 0,
     }
