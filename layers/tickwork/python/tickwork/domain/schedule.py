@@ -245,11 +245,18 @@ def dst_note(schedule: AnySchedule, fire_at: datetime) -> DstNote | None:
     tz = zone(schedule.timezone)
     local = to_utc(fire_at).astimezone(tz)
     wall = local.replace(tzinfo=None, fold=0)
-    if not croniter.match(parsed.expression, wall, second_at_beginning=parsed.seconds_first):
+    if not _wall_matches(parsed, wall):
         return "shifted"
     if _overlap_length(wall, tz) and (parsed.hour_is_instant or schedule.dst.overlap == "all"):
         return "repeated"
     return None
+
+
+def _wall_matches(parsed: ParsedCron, wall: datetime) -> bool:
+    """Whether the expression names this local wall time."""
+    if parsed.matcher is not None:
+        return next(parsed.matcher.walls_after(wall - _ONE_MICROSECOND), None) == wall
+    return bool(croniter.match(parsed.expression, wall, second_at_beginning=parsed.seconds_first))
 
 
 def _exclusion_rules(schedule: AnySchedule) -> ExclusionRules | None:
