@@ -380,6 +380,61 @@ def test_preview_lists_fire_times_across_a_dst_change(cli: Cli) -> None:
     assert lines[2].split() == ["2025-03-10T06:30:00Z", "2025-03-10", "02:30:00", "EDT", "-"]
 
 
+def test_preview_marks_holidays_windows_and_jitter(cli: Cli) -> None:
+    args = (
+        "preview", "--cron", "0 9 * * *", "--timezone", "America/New_York",
+        "--exclude-holidays", "US-NY", "--exclude-window", "* * * * SAT,SUN", "--jitter", "10m",
+        "--after", "2026-11-24T00:00:00Z", "--count", "3",
+    )  # fmt: skip
+    document = cli("--json", *args)
+    assert document.code == 0, document.err
+    sent = document.json()
+    assert sent["fire_times"] == ["2026-11-24T14:00:00Z", "2026-11-25T14:00:00Z", "2026-11-27T14:00:00Z"]
+    assert sent["fires"][2]["excluded"] == "excluded: holiday Thanksgiving Day (US-NY)"
+    assert sent["fires"][0]["starts_by"] == "2026-11-24T14:10:00Z"
+    table = cli(*args)
+    assert table.code == 0, table.err
+    described, _, *rows = table.out.splitlines()
+    assert "except on US-NY holidays" in described
+    assert rows[0].endswith("starts by 2026-11-24 09:10:00 EST")
+    assert rows[2].split()[0] == "2026-11-26T14:00:00Z"
+    assert "not fired: holiday Thanksgiving Day (US-NY)" in rows[2]
+
+
+def test_jobs_create_takes_exclusions_and_jitter_as_flags(cli: Cli) -> None:
+    job = cli.create(
+        "holiday-aware", "--cron", "0 9 * * 1-5", "--timezone", "America/New_York",
+        "--exclude-holidays", "US-NY", "--exclude-holidays", "NYSE", "--exclude-date", "2026-12-24",
+        "--exclude-date", "2026-12-28..2026-12-31", "--exclude-window", "* 9 * * 5", "--jitter", "90",
+        "--url", "https://hooks.example.com/report",
+    )  # fmt: skip
+    assert job["jitter_seconds"] == 90
+    assert job["schedule"]["exclude"] == {
+        "dates": ["2026-12-24"],
+        "date_ranges": [{"start": "2026-12-28", "end": "2026-12-31"}],
+        "windows": ["* 9 * * 5"],
+        "holidays": ["US-NY", "NYSE"],
+        "timezone": None,
+    }
+    shown = cli("jobs", "get", job["job_id"])
+    assert "except on US-NY holidays, NYSE holidays, 2026-12-24 and 2026-12-28 to 2026-12-31" in shown.out
+
+
+def test_exclusions_on_a_one_time_job_are_refused_by_the_cli(cli: Cli) -> None:
+    result = cli(
+        "jobs", "create", "--name", "once", "--at", "+1h", "--exclude-date", "2026-12-24",
+        "--url", "https://hooks.example.com/x",
+    )  # fmt: skip
+    assert result.code == 2
+    assert "--exclude-* apply to --cron and --rate schedules" in result.err
+
+
+def test_a_bad_holiday_calendar_is_named_by_the_api(cli: Cli) -> None:
+    result = cli("preview", "--cron", "0 9 * * *", "--exclude-holidays", "Atlantis")
+    assert result.code == 1
+    assert "schedule.exclude.holidays.0" in result.err and "unknown holiday calendar Atlantis" in result.err
+
+
 def test_preview_needs_a_schedule(cli: Cli) -> None:
     result = cli("preview", "--count", "3")
     assert result.code == 2
