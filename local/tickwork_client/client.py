@@ -1,0 +1,333 @@
+"""A typed client of the tickwork HTTP API (v1), on the standard library's HTTP.
+
+Answers are the API's own response models (``tickwork.api.schemas``), so the client and the API read the same
+fields the same way.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from email.message import Message
+from typing import IO, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+from tickwork.api.schemas import HealthOut, JobOut, JobPage, PreviewResponse, RunOut, RunPage, StatsOut
+from tickwork.domain.models import STORED, JobPatch, JobSpec, JobStatus
+
+from tickwork_client.errors import ClientError, UnexpectedResponse, Unreachable, api_error
+from tickwork_client.retry import RetryPolicy, parse_retry_after, retryable_status
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+JSON = "application/json"
+# Every way a request can fail without an HTTP answer.
+TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
+
+Model = TypeVar("Model", bound=BaseModel)
+Body = BaseModel | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: Message
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One send that did not succeed: the error, whether to send again, and the wait the server asked."""
+
+    error: ClientError
+    retry: bool
+    wait: float | None = None
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow redirects: urllib would send the Authorization header wherever they point."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Message,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        return None
+
+
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"tickwork-client/{version('tickwork')}"
+    except PackageNotFoundError:
+        return "tickwork-client"
+
+
+class Client:
+    """The tickwork API of one tenant.
+
+    Requests refused for now (429, 5xx) or left without an answer are sent again under ``retries`` (see
+    :class:`RetryPolicy` and :func:`tickwork_client.retry.retryable_status`). ``create_job`` and
+    ``trigger_job`` carry an ``Idempotency-Key``, the same on every retry, so a retry never makes a second
+    job or run. ``sleep``, ``clock`` (epoch seconds) and ``draw`` (uniform in [0, 1), for the jitter) are the
+    retry loop's, for tests to replace.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        retries: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+        draw: Callable[[], float] = random.random,
+    ):
+        if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+        self.retries = retries
+        self._sleep = sleep
+        self._clock = clock
+        self._draw = draw
+        self._opener = urllib.request.build_opener(_NoRedirects())
+        self._user_agent = _user_agent()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r})"  # never the token
+
+    # --- jobs -----------------------------------------------------------------------------------------------
+    def create_job(self, job: JobSpec | Mapping[str, Any], *, idempotency_key: str | None = None) -> JobOut:
+        """Create a job. Without ``idempotency_key`` the call makes one, so its own retries are safe; pass
+        yours to make retries of the whole call (after a crash, say) safe too."""
+        key = idempotency_key or str(uuid.uuid4())
+        answer = self._request("POST", _path("jobs"), body=job, headers={"Idempotency-Key": key})
+        return _read(JobOut, answer)
+
+    def get_job(self, job_id: str) -> JobOut:
+        return _read(JobOut, self._request("GET", _path("jobs", job_id)))
+
+    def update_job(
+        self, job_id: str, patch: JobPatch | Mapping[str, Any], *, version: int | None = None
+    ) -> JobOut:
+        """Change the fields ``patch`` gives (a JSON merge patch: ``None`` resets a field to its default).
+        With ``version``, the change applies only if the job is still at that version (``Conflict`` if not).
+        """
+        headers = {"If-Match": f'"{version}"'} if version is not None else {}
+        # A patch repeated after it applied leaves the job as it was, unless it expects a version: the
+        # version has moved on, and the repeat would answer a misleading Conflict.
+        expects_version = version is not None or _given(patch, "version")
+        answer = self._request(
+            "PATCH", _path("jobs", job_id), body=patch, headers=headers, repeatable=not expects_version
+        )
+        return _read(JobOut, answer)
+
+    def list_jobs(
+        self, *, status: JobStatus | str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> JobPage:
+        """One page of the tenant's jobs, newest first; pass its ``next_cursor`` back for the next."""
+        query = {"status": status, "limit": limit, "cursor": cursor}
+        return _read(JobPage, self._request("GET", _path("jobs"), query=query))
+
+    def iter_jobs(
+        self, *, status: JobStatus | str | None = None, page_size: int | None = None
+    ) -> Iterator[JobOut]:
+        """Every job, newest first, one page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self.list_jobs(status=status, limit=page_size, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def pause_job(self, job_id: str, *, reason: str | None = None) -> JobOut:
+        body = {"reason": reason} if reason is not None else None
+        return _read(JobOut, self._request("POST", _path("jobs", job_id, "pause"), body=body))
+
+    def resume_job(self, job_id: str) -> JobOut:
+        return _read(JobOut, self._request("POST", _path("jobs", job_id, "resume")))
+
+    def cancel_job(self, job_id: str) -> JobOut:
+        return _read(JobOut, self._request("DELETE", _path("jobs", job_id)))
+
+    def trigger_job(self, job_id: str, *, idempotency_key: str | None = None) -> RunOut:
+        """Run the job now. The same ``idempotency_key`` always gives the same run; without one, the call
+        makes one for its own retries."""
+        key = idempotency_key or str(uuid.uuid4())
+        answer = self._request("POST", _path("jobs", job_id, "trigger"), headers={"Idempotency-Key": key})
+        return _read(RunOut, answer)
+
+    # --- runs -----------------------------------------------------------------------------------------------
+    def list_runs(self, job_id: str, *, limit: int | None = None, cursor: str | None = None) -> RunPage:
+        """One page of the job's runs, newest first."""
+        query = {"limit": limit, "cursor": cursor}
+        return _read(RunPage, self._request("GET", _path("jobs", job_id, "runs"), query=query))
+
+    def iter_runs(self, job_id: str, *, page_size: int | None = None) -> Iterator[RunOut]:
+        """Every run of the job, newest first, one page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self.list_runs(job_id, limit=page_size, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def get_run(self, run_id: str) -> RunOut:
+        return _read(RunOut, self._request("GET", _path("runs", run_id)))
+
+    def retry_run(self, run_id: str) -> RunOut:
+        """A new attempt of a FAILED, DEAD or ABANDONED run. Not repeated after a 5xx or a lost answer: the
+        first may have started an attempt, and a second would start another."""
+        return _read(RunOut, self._request("POST", _path("runs", run_id, "retry"), repeatable=False))
+
+    # --- read-only ------------------------------------------------------------------------------------------
+    def preview(
+        self,
+        schedule: Body,
+        *,
+        after: datetime | str | None = None,
+        count: int | None = None,
+        jitter_seconds: int | None = None,
+    ) -> PreviewResponse:
+        """The schedule's next fires after ``after`` (default now, by the API's clock); creates nothing."""
+        if isinstance(after, datetime):
+            if after.tzinfo is None:
+                raise ValueError("after must carry a UTC offset (RFC 3339)")
+            after = after.isoformat()
+        fields = {"after": after, "count": count, "jitter_seconds": jitter_seconds}
+        body = {"schedule": _json_of(schedule), **{k: v for k, v in fields.items() if v is not None}}
+        return _read(PreviewResponse, self._request("POST", _path("schedule-preview"), body=body))
+
+    def stats(self) -> StatsOut:
+        return _read(StatsOut, self._request("GET", _path("stats")))
+
+    def health(self) -> HealthOut:
+        return _read(HealthOut, self._request("GET", _path("health")))
+
+    # --- HTTP -----------------------------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Body | None = None,
+        query: Mapping[str, object] | None = None,
+        headers: Mapping[str, str] | None = None,
+        repeatable: bool = True,
+    ) -> Answer:
+        """Send until a 2xx, an error not worth retrying, or the retry policy says stop; raise the last
+        error. ``repeatable``: sending the request twice has the effect of sending it once."""
+        url = self._url(path, query)
+        data = json.dumps(_json_of(body), allow_nan=False).encode() if body is not None else None
+        all_headers = {
+            "Accept": JSON,
+            "User-Agent": self._user_agent,
+            "Authorization": f"Bearer {self._token}",
+            **({"Content-Type": JSON} if data is not None else {}),
+            **(headers or {}),
+        }
+        deadline = self._clock() + self.retries.max_total_wait
+        attempt = 0
+        while True:
+            attempt += 1
+            outcome = self._attempt(method, url, data, all_headers, repeatable=repeatable)
+            if isinstance(outcome, Answer):
+                return outcome
+            outcome.error.attempts = attempt
+            if not outcome.retry or attempt >= self.retries.max_attempts:
+                raise outcome.error
+            delay = outcome.wait if outcome.wait is not None else self.retries.backoff(attempt, self._draw())
+            if self._clock() + delay > deadline:
+                raise outcome.error
+            self._sleep(delay)
+
+    def _attempt(
+        self, method: str, url: str, data: bytes | None, headers: Mapping[str, str], *, repeatable: bool
+    ) -> Answer | Failure:
+        """One send: the 2xx answer, or what went wrong."""
+        request = urllib.request.Request(url, data=data, headers=dict(headers), method=method)  # noqa: S310 - http(s) checked
+        try:
+            answer = self._exchange(request)
+        except TRANSPORT_ERRORS as error:
+            unreachable = Unreachable(f"{method} {url}: {_reason(error, self.timeout)}")
+            unreachable.__cause__ = error
+            # A refused connection sent nothing, so any request may go again.
+            return Failure(unreachable, retry=repeatable or _connection_refused(error))
+        if 200 <= answer.status < 300:
+            return answer
+        wait = parse_retry_after(answer.headers.get("Retry-After"), now=self._clock())
+        refusal = api_error(answer.status, answer.body, answer.headers, retry_after=wait)
+        return Failure(refusal, retry=retryable_status(answer.status, repeatable=repeatable), wait=wait)
+
+    def _exchange(self, request: urllib.request.Request) -> Answer:
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                return Answer(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as error:  # an answer, with a status other than 2xx
+            with error:
+                return Answer(error.code, error.headers, error.read())
+
+    def _url(self, path: str, query: Mapping[str, object] | None) -> str:
+        params = {name: str(value) for name, value in (query or {}).items() if value is not None}
+        return self.base_url + path + ("?" + urllib.parse.urlencode(params) if params else "")
+
+
+def _path(*segments: str) -> str:
+    # Ids travel in the path: quoting keeps a "/" or "?" in one from changing the route (":" is legal).
+    return "/v1/" + "/".join(urllib.parse.quote(segment, safe=":") for segment in segments)
+
+
+def _json_of(value: Body) -> Any:
+    """A model as the fields it was given (the API fills in the same defaults; a patch must carry only its
+    changes); a mapping as it is, for the API to check."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    return to_jsonable_python(value)
+
+
+def _given(body: Body, field: str) -> bool:
+    if isinstance(body, BaseModel):
+        return field in body.model_fields_set
+    return body.get(field) is not None
+
+
+def _read(model: type[Model], answer: Answer) -> Model:
+    try:
+        # Read as stored: a job accepted under rules tightened since still reads back.
+        return model.model_validate_json(answer.body, context={STORED: True})
+    except ValidationError as error:
+        raise UnexpectedResponse(
+            f"HTTP {answer.status}: the answer is not a {model.__name__}: {error.error_count()} problem(s),"
+            f" first {error.errors()[0]['loc']}: {error.errors()[0]['msg']}"
+        ) from error
+
+
+def _connection_refused(error: BaseException) -> bool:
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    return isinstance(reason, ConnectionRefusedError)
+
+
+def _reason(error: BaseException, timeout: float) -> str:
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    return f"cannot reach the API: {str(reason) or type(reason).__name__}"
