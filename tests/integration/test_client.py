@@ -3,15 +3,19 @@ every method against the real API handlers behind a real HTTP server (moto)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -19,6 +23,7 @@ from tickwork.api.app import build_app
 from tickwork.api.schemas import JobOut, RunOut
 from tickwork.domain.models import CronSchedule, JobPatch, JobSpec, JobStatus, RunStatus
 from tickwork.domain.tenants import MAX_API_REQUESTS_PER_SECOND
+from tickwork.targets.envelope import Delivery, envelope_body, signature_header, webhook_headers
 from tickwork_client import (
     ApiError,
     Client,
@@ -539,3 +544,65 @@ def test_the_rate_limit_is_waited_out(api_url: str, clock: FakeClock) -> None:
     slowco.stats()
     slowco.stats()  # over one request a second: refused with Retry-After: 1, then sent again
     assert clock.sleeps == [1.0]
+
+
+# --- the receiver examples in docs/examples --------------------------------------------------------------
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+SECRET = "secret-acme"
+Post = Callable[[bytes, Mapping[str, str]], int]
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def flask_receiver(on_event: OnEvent) -> Post:
+    client = load_example("receiver_flask").create_app(SECRET, on_event).test_client()
+    return lambda body, headers: int(client.post("/hook", data=body, headers=dict(headers)).status_code)
+
+
+def fastapi_receiver(on_event: OnEvent) -> Post:
+    from fastapi.testclient import TestClient
+
+    client = TestClient(load_example("receiver_fastapi").create_app(SECRET, on_event))
+    return lambda body, headers: client.post("/hook", content=body, headers=dict(headers)).status_code
+
+
+@pytest.mark.parametrize("receiver", [flask_receiver, fastapi_receiver], ids=["flask", "fastapi"])
+def test_a_receiver_example_takes_signed_deliveries_once_and_refuses_the_rest(
+    receiver: Callable[[OnEvent], Post],
+) -> None:
+    events: list[dict[str, Any]] = []
+    post = receiver(events.append)
+    delivery = Delivery(
+        job_id="01JOB",
+        run_id="01JOB:1795338000000",
+        scheduled_for=START,
+        attempt=1,
+        fencing_token=1,
+        payload={"report": "daily"},
+        tenant_secret=SECRET,
+    )
+    body = envelope_body(delivery)
+    now = int(time.time())
+    headers = webhook_headers(delivery, body, now_epoch=now)  # as the worker sends them
+
+    assert post(body, headers) == 204
+    assert post(body, headers) == 204  # a duplicate delivery: answered, not done again
+    assert events == [json.loads(body)]
+
+    unsigned = {name: value for name, value in headers.items() if name != "X-Tickwork-Signature"}
+    refused = [
+        (body.replace(b"daily", b"weekly"), headers),  # tampered body
+        (body, {**headers, "X-Tickwork-Signature": signature_header("another-secret", now, body)}),
+        (body, {**headers, "X-Tickwork-Signature": signature_header(SECRET, now - 3600, body)}),  # replay
+        (body, unsigned),
+    ]
+    assert [post(*request) for request in refused] == [401] * len(refused)
+    assert len(events) == 1
