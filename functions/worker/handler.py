@@ -31,7 +31,14 @@ def handle_record(record: SQSRecord, current: Runtime | None = None, worker: Wor
         current.metrics.count("MessagesDropped")
         logger.warning("malformed run message dropped", extra={"message_id": record.message_id})
         return "dropped"
-    return worker.handle(message)
+    try:
+        return worker.handle(message)
+    except Exception:
+        # Left for SQS to deliver again. The batch processor keeps only the error's text: log its traceback.
+        logger.exception(
+            "handling a run message failed", extra={"tenant_id": message.tenant_id, "run_id": message.run_id}
+        )
+        raise
 
 
 @logger.inject_lambda_context

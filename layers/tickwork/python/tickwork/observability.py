@@ -13,6 +13,56 @@ from aws_lambda_powertools.metrics import MetricUnit
 SERVICE = "tickwork"
 NAMESPACE = "Tickwork"
 
+# Keys Powertools puts on every line (the Lambda context's, the API's request id as ``correlation_id``) and
+# on an unexpected error's line (its traceback).
+POWERTOOLS_LOG_KEYS = frozenset(
+    {
+        "level",
+        "location",
+        "message",
+        "timestamp",
+        "service",
+        "sampling_rate",
+        "xray_trace_id",
+        "cold_start",
+        "function_name",
+        "function_memory_size",
+        "function_arn",
+        "function_request_id",
+        "correlation_id",
+        "exception",
+        "exception_name",
+        "stack_trace",
+    }
+)
+# The only keys tickwork adds (docs/operations.md, "Logs"): what an operator searches by and reads. Never
+# internal names (table keys, index attributes, fencing tokens, lane items), stored items or secrets.
+LOG_KEYS = frozenset(
+    {
+        "tenant_id",
+        "job_id",
+        "run_id",
+        "attempt",
+        "status",
+        "reason",
+        "error_code",
+        "lag_ms",
+        "duration_ms",
+        "actor",
+        "version",
+        "status_code",
+        "message_id",
+        "due_jobs",
+        "planned_runs",
+        "missed_runs",
+        "swept_runs",
+        "runs",
+        "handler",
+        "instances",
+        "port",
+    }
+)
+
 
 class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
     """Keys given at construction (the service) are shared; keys appended later (the Lambda context, the

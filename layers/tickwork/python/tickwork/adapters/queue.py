@@ -59,7 +59,8 @@ class SqsRunQueue:
             for failure in response.get("Failed", []):
                 dispatch = batch[int(failure["Id"])]
                 logger.warning(
-                    "run not sent", extra={"run_id": dispatch.message.run_id, "code": failure.get("Code")}
+                    "run not sent",
+                    extra={"run_id": dispatch.message.run_id, "error_code": failure.get("Code")},
                 )
                 unsent.append(dispatch)
         return unsent

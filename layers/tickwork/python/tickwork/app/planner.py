@@ -189,7 +189,7 @@ class Planner:
         if plan.excluded:
             self.metrics.count("RunsExcluded", skipped)
         if plan.more_excluded:
-            logger.info("more fires were excluded than are recorded", extra={"job_id": job.job_id})
+            logger.debug("more fires were excluded than are recorded", extra={"job_id": job.job_id})
         return missed
 
     def _mark_chain(self, job: Job, last: datetime) -> None:
@@ -238,7 +238,7 @@ class Planner:
             try:
                 failed = self.queue.send(chunk, now + elapsed if dated or elapsed >= SEND_DRIFT else now)
             except Exception:
-                logger.exception("sending planned fires failed", extra={"messages": len(chunk)})
+                logger.exception("sending planned fires failed", extra={"runs": len(chunk)})
                 failed = chunk
             unsent.update(d.message.run_id for d in failed)
         return unsent
@@ -345,7 +345,7 @@ class PlannerTick:
             report.swept = self.sweeper.sweep(now)
         self.metrics.count("PlannerDueJobs", report.due_jobs)
         self.metrics.milliseconds("PlannerTickMs", (time.perf_counter() - started) * 1000)
-        logger.info("planner tick", extra={"due_jobs": report.due_jobs, "planned": report.planned_runs})
+        _log_tick(report)
         return report
 
     def _strays(self) -> list[int]:
@@ -365,7 +365,24 @@ class PlannerTick:
             if all(emptied):
                 self.due_shards.settle(strays)
         except Exception:
-            logger.exception("moving jobs out of stray due shards failed", extra={"shards": strays})
+            logger.exception("moving jobs out of stray due shards failed")
+
+
+def _log_tick(report: TickReport) -> None:
+    """A routine tick at DEBUG; one that recorded missed fires at INFO; one that left due jobs for the next
+    tick (more were due than it plans) at WARNING."""
+    fields = {
+        "due_jobs": report.due_jobs,
+        "planned_runs": report.planned_runs,
+        "missed_runs": report.missed_runs,
+        "swept_runs": report.swept,
+    }
+    if report.capped:
+        logger.warning("planner tick left due jobs for the next tick", extra=fields)
+    elif report.missed_runs:
+        logger.info("planner tick recorded missed fires", extra=fields)
+    else:
+        logger.debug("planner tick", extra=fields)
 
 
 def _decided(job: Job, fire_at: datetime, now: datetime) -> int | None:

@@ -195,7 +195,7 @@ class Worker:
                     return "early: sent again for its time"
             return self._handle(message, key, job, lane)
         finally:
-            logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt", "fencing_token"])
+            logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt"])
 
     def _wait_until(self, due: datetime, message: RunMessage) -> bool:
         """Never early: sleep out a short remainder; a message far ahead of its time goes back for later."""
@@ -583,7 +583,8 @@ class Worker:
     # --- the attempt --------------------------------------------------------------------------------------
     def _attempt(self, message: RunMessage, job: Job, lease: Lease) -> str:
         run = lease.run
-        logger.append_keys(attempt=run.attempt, fencing_token=run.fencing_token)
+        logger.append_keys(attempt=run.attempt)
+        logger.debug("run started", extra={"lag_ms": run.lag_ms} if run.attempt == 1 else None)
         self.metrics.count("RunsStarted")
         if run.attempt == 1 and run.lag_ms is not None:
             self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
@@ -671,6 +672,14 @@ class Worker:
             if not self._store_attempt_end(lease, waiting):
                 return None
             self.metrics.count("RunsRetried")
+            logger.debug(
+                "run attempt failed, retry scheduled",
+                extra={
+                    "status": waiting.status.value,
+                    "error_code": result.error_code,
+                    "duration_ms": attempt.duration_ms,
+                },
+            )
             if soon:
                 self.queue.send_later(_retry_message(waiting), delay)
             return RunStatus.RETRY_WAIT
@@ -694,6 +703,8 @@ class Worker:
         self.metrics.count(metric)
         if status is RunStatus.DEAD:
             self._send_dead_letter(final, error=_error_of(attempt, result.status_code))
+        else:
+            _log_end(final, error_code=result.error_code, duration_ms=attempt.duration_ms)
         self._complete_if_last(job, final)
         return status
 
@@ -725,6 +736,7 @@ class Worker:
             self.metrics.count("RunsMissed")
         elif status is RunStatus.SKIPPED:
             self.metrics.count("RunsSkipped")
+        _log_end(final)
         self._complete_if_last(job, final)
         return f"{status.value.lower()}: {reason}"
 
@@ -758,6 +770,8 @@ class Worker:
         if self.runs.put(final, expect).ok:
             if status is RunStatus.DEAD:
                 self._send_dead_letter(final, error=error)
+            else:
+                _log_end(final, error_code=final.attempts[-1].error_code if final.attempts else None)
             self._complete_if_last(job, final)
         return f"{status.value.lower()}: {reason}"
 
@@ -806,6 +820,15 @@ class Worker:
     def _send_dead_letter(self, run: Run, *, error: dict[str, Any] | None) -> None:
         """Send, then clear the debt; a failure in between leaves the debt, paid when the message returns."""
         self.dead_letters.send(run, reason=run.reason or "retries_exhausted", error=error)
+        logger.info(
+            "run dead-lettered",
+            extra={
+                "status": run.status.value,
+                "reason": run.reason or "retries_exhausted",
+                "attempt": run.attempt,
+                "error_code": (error or {}).get("code"),
+            },
+        )
         self.runs.put(run.model_copy(update={"dead_letter_owed": False}), Expect.at(run))
 
     def _complete_if_last(self, job: Job, run: Run) -> None:
@@ -834,6 +857,28 @@ class Worker:
             enqueued_at=sent,
             jitter_ms=jitter,
         )
+
+
+def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
+    """One line for a run that ended other than DEAD (whose dead letter says it): routine ends at DEBUG,
+    a run that failed or was abandoned at INFO, for the operator to look at."""
+    given = {
+        "status": run.status.value,
+        "reason": run.reason,
+        "attempt": run.attempt or None,  # 0: the run ended before any attempt
+        "error_code": error_code,
+        "duration_ms": duration_ms,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    # stacklevel: the line's location is the caller's, where the run ended.
+    if run.status is RunStatus.SUCCEEDED:
+        logger.debug("run succeeded", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.FAILED:
+        logger.info("run failed", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.ABANDONED:
+        logger.info("run abandoned", extra=fields, stacklevel=3)
+    else:
+        logger.debug("run ended", extra=fields, stacklevel=3)
 
 
 def _lag_ms(run: Run, started: datetime) -> int:
