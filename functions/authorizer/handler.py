@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes import event_source
 from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
     APIGatewayAuthorizerResponse,
     APIGatewayAuthorizerTokenEvent,
@@ -20,14 +19,23 @@ UNAUTHORIZED = "Unauthorized"
 
 # Never the event: it holds the token, whatever POWERTOOLS_LOGGER_LOG_EVENT says.
 @logger.inject_lambda_context(log_event=False)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    policy: dict[str, Any] | None = authorize(event, context)
+    if policy is None:
+        # Raised outside the tracer, which would log each refused token as an error with its traceback.
+        raise Exception(UNAUTHORIZED)
+    return policy
+
+
 @tracer.capture_lambda_handler
-@event_source(data_class=APIGatewayAuthorizerTokenEvent)
-def lambda_handler(event: APIGatewayAuthorizerTokenEvent, context: LambdaContext) -> dict[str, Any]:
+def authorize(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, Any] | None:
+    """The policy for the token's tenant, or None when the token is no tenant's."""
+    event = APIGatewayAuthorizerTokenEvent(raw_event)
     token = parse_bearer(event.authorization_token)
     principal = runtime().tenants.by_token(token) if token else None
     if principal is None:
-        logger.info("token refused")
-        raise Exception(UNAUTHORIZED)
+        logger.debug("token refused")
+        return None
     arn = event.parsed_arn
     policy = APIGatewayAuthorizerResponse(
         principal_id=principal.actor,

@@ -16,7 +16,11 @@ from tests.support.apigw import LambdaContext, load_event
 def authorize(dynamodb: Any) -> Any:
     from functions.authorizer.handler import lambda_handler
 
-    return lambda event: lambda_handler(event, LambdaContext(function_name="tickwork-authorizer"))
+    def call(event: dict[str, Any]) -> Any:
+        context: Any = LambdaContext(function_name="tickwork-authorizer")  # a stand-in for Powertools' type
+        return lambda_handler(event, context)
+
+    return call
 
 
 def test_sample_event_is_allowed_for_every_route_with_the_tenant_in_context(

@@ -168,6 +168,7 @@ class OwnRequestResolver(APIGatewayRestResolver):
                 raise refuse_method(resource, method)
             request = with_text_body(request)
         except TickworkError as error:
+            log_refusal(status_of(error), body_of(error))
             headers = {"Allow": ", ".join(error.allowed)} if isinstance(error, MethodNotAllowed) else None
             return self._answer(
                 Response(status_of(error), content_type=JSON, body=body_of(error), headers=headers)
@@ -190,6 +191,11 @@ class OwnRequestResolver(APIGatewayRestResolver):
         """Path parameters, percent-decoded: API Gateway (REST) passes the path as the client sent it, and a
         client may well encode the ``:`` of a run id (``%3A``)."""
         return {name: unquote(value) for name, value in match.groupdict().items()}
+
+
+def log_refusal(status: int, body: dict[str, Any]) -> None:
+    """A client error is an outcome, not a fault: one DEBUG line with its code, never a traceback."""
+    logger.debug("request refused", extra={"status_code": int(status), "error_code": body["error"]["code"]})
 
 
 def build_app(
@@ -246,6 +252,14 @@ def build_app(
         body = model if isinstance(model, dict) else model.model_dump(mode="json")
         return Response(status_code=status, content_type=JSON, body=body, headers=headers)
 
+    def refused(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response[Any]:
+        log_refusal(status, body)
+        return json_response(status, body, headers)
+
+    def audit(message: str, **fields: Any) -> None:
+        """An INFO line for a change a person made: what, to which job or run, and by which token."""
+        logger.info(message, extra={"actor": actor(), **fields}, stacklevel=3)  # the route's location
+
     def idempotent(name: str, operation: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         config = IdempotencyConfig(
             event_key_jmespath="[tenant_id, key]",
@@ -266,20 +280,20 @@ def build_app(
     # --- errors -------------------------------------------------------------------------------------------
     @app.exception_handler(TickworkError)
     def _tickwork_error(error: TickworkError) -> Response[Any]:
-        return json_response(status_of(error), body_of(error))
+        return refused(status_of(error), body_of(error))
 
     @app.exception_handler(RateLimited)
     def _rate_limited(error: RateLimited) -> Response[Any]:
-        return json_response(status_of(error), body_of(error), {"Retry-After": str(error.retry_after)})
+        return refused(status_of(error), body_of(error), {"Retry-After": str(error.retry_after)})
 
     @app.exception_handler(RequestValidationError)
     def _request_invalid(error: RequestValidationError) -> Response[Any]:
         status, body = describe_validation_errors(error.errors())
-        return json_response(status, body)
+        return refused(status, body)
 
     @app.exception_handler(RequestUnsupportedContentType)
     def _unsupported_content(error: RequestUnsupportedContentType) -> Response[Any]:
-        return json_response(
+        return refused(
             HTTPStatus.BAD_REQUEST,
             error_body(
                 "unsupported_content_type", "send the request body as application/json", "Content-Type"
@@ -289,25 +303,25 @@ def build_app(
     @app.exception_handler(ValidationError)
     def _model_invalid(error: ValidationError) -> Response[Any]:
         status, body = describe_validation_errors(error.errors())
-        return json_response(status, body)
+        return refused(status, body)
 
     @app.exception_handler(IdempotencyValidationError)
     def _key_reused(error: IdempotencyValidationError) -> Response[Any]:
         reused = IdempotencyKeyReused(
             "this Idempotency-Key was used with a different request", field="Idempotency-Key"
         )
-        return json_response(status_of(reused), body_of(reused))
+        return refused(status_of(reused), body_of(reused))
 
     @app.exception_handler(IdempotencyAlreadyInProgressError)
     def _in_progress(error: IdempotencyAlreadyInProgressError) -> Response[Any]:
-        return json_response(
+        return refused(
             HTTPStatus.CONFLICT,
             error_body("request_in_progress", "a request with this Idempotency-Key is still in progress"),
         )
 
     @app.not_found
     def _no_route(error: Exception) -> Response[Any]:
-        return json_response(HTTPStatus.NOT_FOUND, error_body("not_found", "no such route"))
+        return refused(HTTPStatus.NOT_FOUND, error_body("not_found", "no such route"))
 
     # --- jobs ---------------------------------------------------------------------------------------------
     @app.post(
@@ -323,7 +337,7 @@ def build_app(
 
         def create(request: dict[str, Any]) -> dict[str, Any]:
             details = service.create_job(tenant_id, JobSpec.model_validate(request["request"]), now())
-            logger.info("job created", extra={"job_id": details.job.job_id})
+            audit("job created", job_id=details.job.job_id)
             return JobOut.of(details).model_dump(mode="json")
 
         request = {"tenant_id": tenant_id, "key": idempotency_key, "request": job.model_dump(mode="json")}
@@ -364,26 +378,26 @@ def build_app(
         details = get_runtime().service.update_job(
             tenant(), job_id, patch, now(), if_match=_version_of(if_match)
         )
-        logger.info("job updated", extra={"job_id": job_id, "version": details.job.version})
+        audit("job updated", job_id=job_id, version=details.job.version)
         return json_response(HTTPStatus.OK, JobOut.of(details), {"ETag": f'"{details.job.version}"'})
 
     @app.post("/v1/jobs/<job_id>/pause", summary="Pause a job", responses=_responses(JobOut, 404, 409))
     def pause_job(job_id: JobId, request: Annotated[PauseRequest | None, Body()] = None) -> JobOut:
         reason = request.reason if request else None
         details = get_runtime().service.pause_job(tenant(), job_id, reason=reason, actor=actor(), now=now())
-        logger.info("job paused", extra={"job_id": job_id})
+        audit("job paused", job_id=job_id)
         return JobOut.of(details)
 
     @app.post("/v1/jobs/<job_id>/resume", summary="Resume a job", responses=_responses(JobOut, 404, 409))
     def resume_job(job_id: JobId) -> JobOut:
         details = get_runtime().service.resume_job(tenant(), job_id, now())
-        logger.info("job resumed", extra={"job_id": job_id})
+        audit("job resumed", job_id=job_id)
         return JobOut.of(details)
 
     @app.delete("/v1/jobs/<job_id>", summary="Cancel a job", responses=_responses(JobOut, 404))
     def cancel_job(job_id: JobId) -> JobOut:
         details = get_runtime().service.cancel_job(tenant(), job_id, now())
-        logger.info("job cancelled", extra={"job_id": job_id})
+        audit("job cancelled", job_id=job_id)
         return JobOut.of(details)
 
     @app.post(
@@ -397,7 +411,7 @@ def build_app(
 
         def trigger(request: dict[str, Any]) -> dict[str, Any]:
             run = service.trigger_job(tenant_id, job_id, idempotency_key=idempotency_key, now=now())
-            logger.info("job triggered", extra={"job_id": job_id, "run_id": run.run_id})
+            audit("job triggered", job_id=job_id, run_id=run.run_id)
             return RunOut.of(run).model_dump(mode="json")
 
         request = {"tenant_id": tenant_id, "key": idempotency_key, "request": {"job_id": job_id}}
@@ -425,7 +439,7 @@ def build_app(
     )
     def retry_run(run_id: RunId) -> Response[RunOut]:
         run = get_runtime().service.retry_run(tenant(), run_id, now())
-        logger.info("run retried", extra={"job_id": run.job_id, "run_id": run.run_id, "attempt": run.attempt})
+        audit("run retried", job_id=run.job_id, run_id=run.run_id, attempt=run.attempt)
         return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
 
     # --- read-only ----------------------------------------------------------------------------------------
