@@ -227,14 +227,18 @@ class LocalStack:
 
     def configure_logging(self) -> None:
         """Structured logs go to a file; the console keeps the banner and the status line."""
+        from tickwork.observability import logger
+
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         stream = self.log_file.open("a", encoding="utf-8")
         for name in ("tickwork",):
             for handler in logging.getLogger(name).handlers:
                 if isinstance(handler, logging.StreamHandler):
                     handler.setStream(stream)
-        # Powertools' own warnings (batch failures and the like) would otherwise reach stderr.
+        # Powertools' own warnings (batch failures and the like) would otherwise reach stderr; as JSON, like
+        # every other line of the file.
         library_handler = logging.StreamHandler(stream)
+        library_handler.setFormatter(logger.registered_formatter)
         library = logging.getLogger("aws_lambda_powertools")
         library.addHandler(library_handler)
         library.propagate = False
@@ -640,6 +644,9 @@ class LocalStack:
                 signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
                 signal.signal(signal.SIGHUP, lambda *_: self.stop.set())
             self.ready.set()
+            logging.getLogger("tickwork").info(
+                "local stack started", extra={"port": server.server_address[1]}
+            )
             self.banner(tenants, restored, time.monotonic() - started, endpoint)
             try:
                 while not self.stop.wait(0.5):
