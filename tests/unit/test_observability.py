@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -103,3 +104,13 @@ def test_the_lambda_context_and_correlation_id_stay_with_their_invocation() -> N
     for line in lines:
         assert line["correlation_id"] == line["request"]
         assert line["function_request_id"] == line["request"].replace("request-", "id-")
+
+
+def test_every_log_key_is_documented_in_operations() -> None:
+    # The "Logs" section of docs/operations.md names every key a line may carry
+    text = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    section = text.split("\n## Logs\n", 1)[1].split("\n## ", 1)[0]
+    undocumented = sorted(
+        key for key in observability.LOG_KEYS | observability.POWERTOOLS_LOG_KEYS if f"`{key}`" not in section
+    )
+    assert not undocumented
