@@ -23,6 +23,7 @@ from pydantic import (
     PlainSerializer,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -170,6 +171,12 @@ def _one_or_many(value: Any) -> Any:
     return [value] if isinstance(value, str) else value
 
 
+# What a client may send: one calendar, or a list of them (the job shows the list).
+_CALENDAR_SCHEMA = {"type": "string", "minLength": 2, "maxLength": 32}
+_CALENDARS_SCHEMA: dict[str, Any] = {
+    "anyOf": [_CALENDAR_SCHEMA, {"type": "array", "items": _CALENDAR_SCHEMA, "maxItems": 10}]
+}
+
 WindowExpression = Annotated[
     str, StringConstraints(min_length=1, max_length=256), AfterValidator(_check_window)
 ]
@@ -199,7 +206,11 @@ class Exclusions(StrictModel):
     date_ranges: tuple[DateRange, ...] = Field((), max_length=100)
     windows: tuple[WindowExpression, ...] = Field((), max_length=20)
     """5-field cron expressions: a fire whose local minute one of them matches is excluded."""
-    holidays: Annotated[tuple[HolidayCalendar, ...], BeforeValidator(_one_or_many)] = Field((), max_length=10)
+    holidays: Annotated[
+        tuple[HolidayCalendar, ...],
+        BeforeValidator(_one_or_many),
+        WithJsonSchema(_CALENDARS_SCHEMA, mode="validation"),
+    ] = Field((), max_length=10)
     """Public holidays of a country (``US``), a subdivision (``US-NY``) or a market (``NYSE``), from the
     ``holidays`` package."""
     timezone: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
