@@ -311,9 +311,8 @@ def test_at_info_only_what_an_operator_acts_on_appears(busy_log: BusyLog) -> Non
     assert ("run dead-lettered", "http_500") in ends["once"], ends
 
 
+@pytest.mark.parametrize("busy_log", ["DEBUG"], indirect=True)  # routine lines are DEBUG
 def test_at_debug_the_routine_lines_appear_too(busy_log: BusyLog) -> None:
-    if busy_log.level != "DEBUG":
-        pytest.skip("routine lines are DEBUG")
     records = busy_log.records
     assert {record["message"] for record in records if record["level"] == "DEBUG"} <= ROUTINE_MESSAGES | {
         "token refused",
