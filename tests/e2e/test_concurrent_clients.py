@@ -89,26 +89,16 @@ class Client:
         self.ledger = ledger
         self.connection: http.client.HTTPConnection | None = None
 
-    def call(
-        self,
-        action: str,
-        method: str,
-        path: str,
-        *,
-        job_id: str | None,
-        name: str | None,
-        body: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> Exchange:
-        """Send one request; a 429 (the tenant's rate limit, shared by its four clients) is recorded and the
-        request sent again after its ``Retry-After``, as a well-behaved client does."""
+    def call(self, action: str, method: str, path: str, **request: Any) -> Exchange:
+        """Send one request (see :meth:`send`); a 429 (the tenant's rate limit, shared by its four clients)
+        is recorded and the request sent again after its ``Retry-After``, as a well-behaved client does."""
         for _ in range(MAX_THROTTLED - 1):
-            exchange = self.send(action, method, path, job_id=job_id, name=name, body=body, headers=headers)
+            exchange = self.send(action, method, path, **request)
             if exchange.status != 429:
                 return exchange
             exchange.action = f"throttled {action}"
             time.sleep(float(exchange.retry_after or 1))
-        return self.send(action, method, path, job_id=job_id, name=name, body=body, headers=headers)
+        return self.send(action, method, path, **request)
 
     def send(
         self,
