@@ -137,7 +137,7 @@ class Planner:
                 continue
             plan = plan_fires(job, job.next_fire_at, now, self.horizon)
             try:
-                missed = self._record_missed(job, plan, now)
+                missed = self._record_unrun(job, plan, now)
                 if plan.chain is not None:
                     self._mark_chain(job, plan.chain[1])
             except Exception:
@@ -172,7 +172,8 @@ class Planner:
                 self.jobs.complete(job.tenant_id, job.job_id)
         return [results.get(job.job_id) or PlanResult(next_fire_at=job.next_fire_at) for job in jobs]
 
-    def _record_missed(self, job: Job, plan: FirePlan, now: datetime) -> list[str]:
+    def _record_unrun(self, job: Job, plan: FirePlan, now: datetime) -> list[str]:
+        """Record the plan's fires that do not run: MISSED ones (returned) and excluded ones, SKIPPED."""
         missed = []
         for fire_at in plan.missed:
             run = missed_run(job, fire_at, now, "misfire")
