@@ -14,7 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import Message
@@ -23,7 +23,7 @@ from typing import IO, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 from tickwork.api.schemas import HealthOut, JobOut, JobPage, PreviewResponse, RunOut, RunPage, StatsOut
-from tickwork.domain.models import STORED, JobPatch, JobSpec, JobStatus
+from tickwork.domain.models import STORED, JobPatch, JobSpec, JobStatus, RunStatus
 
 from tickwork_client.errors import ClientError, UnexpectedResponse, Unreachable, api_error
 from tickwork_client.retry import RetryPolicy, parse_retry_after, retryable_status
@@ -191,6 +191,49 @@ class Client:
                 return
             cursor = page.next_cursor
 
+    def list_all_runs(
+        self,
+        *,
+        status: RunStatus | str | Sequence[RunStatus | str] | None = None,
+        job_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """One page of the tenant's stored runs, newest first (``status="DEAD"``: the dead letters). A page
+        may hold fewer than ``limit`` runs and still have a ``next_cursor``."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        query = {
+            "status": statuses or None,
+            "job_id": job_id,
+            "since": since.isoformat() if since else None,
+            "until": until.isoformat() if until else None,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return _read(RunPage, self._request("GET", "/v1/runs", query=query))
+
+    def iter_all_runs(
+        self,
+        *,
+        status: RunStatus | str | Sequence[RunStatus | str] | None = None,
+        job_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[RunOut]:
+        """Every stored run of the tenant that matches, newest first, one page at a time."""
+        cursor: str | None = None
+        while True:
+            page = self.list_all_runs(
+                status=status, job_id=job_id, since=since, until=until, limit=page_size, cursor=cursor
+            )
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
     def get_run(self, run_id: str) -> RunOut:
         return _read(RunOut, self._request("GET", _path("runs", run_id)))
 
@@ -287,8 +330,13 @@ class Client:
                 return Answer(error.code, error.headers, error.read())
 
     def _url(self, path: str, query: Mapping[str, object] | None) -> str:
-        params = {name: str(value) for name, value in (query or {}).items() if value is not None}
-        return self.base_url + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        # A list is a repeated parameter (status=FAILED&status=DEAD).
+        params = {
+            name: [str(item) for item in value] if isinstance(value, list) else str(value)
+            for name, value in (query or {}).items()
+            if value is not None
+        }
+        return self.base_url + path + ("?" + urllib.parse.urlencode(params, doseq=True) if params else "")
 
 
 def _path(*segments: str) -> str:

@@ -487,6 +487,25 @@ def test_iter_jobs_follows_the_cursor_across_pages(acme: Client, clock: FakeCloc
     assert [job.name for job in acme.iter_jobs(status=JobStatus.PAUSED, page_size=1)] == ["job-4"]
 
 
+def test_iter_all_runs_lists_the_tenants_dead_letters_across_jobs(acme: Client, clock: FakeClock) -> None:
+    jobs = [acme.create_job(spec(f"failing-{i}")).job_id for i in range(2)]
+    run_ids = []
+    for i in range(4):
+        run_ids.append(acme.trigger_job(jobs[i % 2]).run_id)
+        clock.advance(seconds=1)
+    for run_id, status in zip(run_ids, ["DEAD", "FAILED", "DEAD", "SUCCEEDED"], strict=True):
+        set_run_status("acme", run_id, status)
+    dead_and_failed = acme.iter_all_runs(status=[RunStatus.DEAD, "FAILED"], page_size=1)
+    assert [run.run_id for run in dead_and_failed] == run_ids[2::-1]
+    assert [run.run_id for run in acme.iter_all_runs(status="DEAD", job_id=jobs[0])] == run_ids[2::-2]
+    assert [run.run_id for run in acme.iter_all_runs(page_size=3)] == run_ids[::-1]
+    since = acme.get_run(run_ids[1]).scheduled_for
+    assert [run.run_id for run in acme.iter_all_runs(since=since, until=since + timedelta(seconds=2))] == [
+        run_ids[2],
+        run_ids[1],
+    ]
+
+
 def test_iter_runs_follows_the_cursor_across_pages(acme: Client, clock: FakeClock) -> None:
     job = acme.create_job(spec("triggered"))
     run_ids = []

@@ -18,6 +18,7 @@ DESIGN_ROUTES = {
     ("delete", "/v1/jobs/{job_id}"),
     ("post", "/v1/jobs/{job_id}/trigger"),
     ("get", "/v1/jobs/{job_id}/runs"),
+    ("get", "/v1/runs"),
     ("get", "/v1/runs/{run_id}"),
     ("post", "/v1/runs/{run_id}/retry"),
     ("post", "/v1/schedule-preview"),

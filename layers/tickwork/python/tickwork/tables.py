@@ -146,6 +146,12 @@ ATTENTION_INDEX = "attention"
 ATTENTION_SHARD = "attention_shard"
 ATTENTION_AT = "attention_at"
 DEFAULT_ATTENTION_SHARDS = 4
+# Sparse index of the runs an operator acts on (FAILED, DEAD, ABANDONED), a partition per tenant, newest
+# first: only those runs carry the two attributes, so a run that succeeds writes no entry. Failures are rare,
+# so one partition per tenant stays cool.
+FAILURES_INDEX = "failures"
+FAILURE_TENANT = "failure_tenant"
+FAILURE_AT = "failure_at"  # "<13-digit scheduled_for ms>#<run_id>": the tenant-wide run order
 
 RUNS = TableDefinition(
     logical_name="runs",
@@ -160,6 +166,8 @@ RUNS = TableDefinition(
             "INCLUDE",
             ("tenant_id", "run_id"),
         ),
+        # ALL: the list shows whole runs, and the few failures are cheaper to copy than to read twice.
+        IndexDefinition(FAILURES_INDEX, KeyAttribute(FAILURE_TENANT, "S"), KeyAttribute(FAILURE_AT, "S")),
     ),
     ttl_attribute=RUNS_TTL,
 )
@@ -244,6 +252,17 @@ def name_key(tenant_id: str, name: str) -> str:
 def run_sort_key(epoch_ms: int, manual_hash: str | None = None) -> str:
     """A run's place in its job's history: its fire (or trigger) time, then a manual run's hash."""
     return f"{epoch_ms:013d}" + (f"m{manual_hash}" if manual_hash else "")
+
+
+def failure_sort_key(epoch_ms: int, run_id: str) -> str:
+    return f"{epoch_ms:013d}#{run_id}"
+
+
+def history_bounds(since_ms: int | None, through_ms: int | None) -> tuple[str, str]:
+    """The sort key range of the runs scheduled from ``since_ms`` through ``through_ms`` (inclusive), in a
+    job's history and in the failure index alike: both keys start with the 13-digit time, and "~" sorts after
+    every character that follows it (never reaching the manual pointers, "m#...")."""
+    return f"{since_ms or 0:013d}", f"{through_ms if through_ms is not None else 10**13 - 1:013d}~"
 
 
 def manual_pointer_key(manual_hash: str) -> str:

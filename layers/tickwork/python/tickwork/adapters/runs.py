@@ -4,7 +4,7 @@ job's history is a key range; manual runs found from their id through a pointer;
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +20,9 @@ from tickwork.adapters.dynamo import (
 )
 from tickwork.adapters.expressions import Update
 from tickwork.app.ports import Expect, Page, RunSample, Written
-from tickwork.domain.lifecycle import attention_at
+from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Run, RunStatus, parse_run_id
+from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339
 from tickwork.errors import InvalidInput, NotFound
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 _RUN_FIELDS = frozenset(Run.model_fields)
 BATCH_GET_SIZE = 100
+# The statuses an operator acts on: only runs in these carry the failure index's attributes.
+OPERATOR_STATUSES = RETRYABLE_BY_HAND
 # A query that reads a few runs of one job by their key range reads at most this many items.
 RANGE_READ_LIMIT = 8
 
@@ -77,6 +80,10 @@ class DynamoRunStore:
         if when is not None:
             values[tables.ATTENTION_SHARD] = tables.stable_shard(run.run_id, self.attention_shards)
             values[tables.ATTENTION_AT] = to_epoch_ms(when)
+        if run.status in OPERATOR_STATUSES:
+            # Put replaces the whole item, so a run that leaves these statuses (a retry) leaves the index.
+            values[tables.FAILURE_TENANT] = run.tenant_id
+            values[tables.FAILURE_AT] = tables.failure_sort_key(to_epoch_ms(run.scheduled_for), run.run_id)
         return to_item(values)
 
     # --- writes -------------------------------------------------------------------------------------------
@@ -266,6 +273,101 @@ class DynamoRunStore:
             samples.append(RunSample(RunStatus(values["status"]), values.get("lag_ms")))
         return samples
 
+    def list_failures(
+        self, tenant_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        """From the failure index: the tenant's FAILED, DEAD and ABANDONED runs, newest first."""
+        names = {"#pk": tables.FAILURE_TENANT, "#sk": tables.FAILURE_AT}
+        values: dict[str, Any] = {":pk": tenant_id}
+        return self._read_slice(
+            {"IndexName": tables.FAILURES_INDEX},
+            names,
+            values,
+            only,
+            before=before,
+            want=want,
+            budget=budget,
+            stopped_at=lambda key: _failure_position(key[tables.FAILURE_AT]["S"]),
+        )
+
+    def list_for_job_filtered(
+        self, tenant_id: str, job_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        """From the job's history: its runs in ``only``'s time range, newest first, filtered by status."""
+        names = {"#pk": tables.RUNS_PK, "#sk": tables.RUNS_SK}
+        values: dict[str, Any] = {":pk": tables.job_key(tenant_id, job_id)}
+        return self._read_slice(
+            {},
+            names,
+            values,
+            RunFilter(statuses=only.statuses, since=only.since, until=only.until),
+            before=before,
+            want=want,
+            budget=budget,
+            stopped_at=lambda key: _history_position(job_id, key[tables.RUNS_SK]["S"]),
+        )
+
+    def _read_slice(
+        self,
+        query: dict[str, Any],
+        names: dict[str, str],
+        values: dict[str, Any],
+        only: RunFilter,
+        *,
+        before: Position | None,
+        want: int,
+        budget: int,
+        stopped_at: Callable[[dict[str, Any]], Position],
+    ) -> Slice:
+        """Up to ``want`` matching runs below ``before``, reading at most ``budget`` items (a filter pays for
+        every item it looks at); where it stopped when it did not reach the end."""
+        since_ms = to_epoch_ms(only.since) if only.since is not None else None
+        through = [to_epoch_ms(only.until) - 1] if only.until is not None else []
+        if before is not None:
+            through.append(before.scheduled_ms)
+        low, high = tables.history_bounds(since_ms, min(through) if through else None)
+        filters = []
+        if only.statuses is not None:
+            listed = ", ".join(f":status{i}" for i in range(len(only.statuses)))
+            filters.append(f"#status IN ({listed})")
+            names["#status"] = "status"
+            values.update({f":status{i}": status.value for i, status in enumerate(sorted(only.statuses))})
+        if only.job_id is not None:
+            filters.append("#job = :job")
+            names["#job"] = "job_id"
+            values[":job"] = only.job_id
+        values.update({":low": low, ":high": high})
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            **query,
+            "KeyConditionExpression": "#pk = :pk AND #sk BETWEEN :low AND :high",
+            "ScanIndexForward": False,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": to_item(values),
+        }
+        if filters:
+            request["FilterExpression"] = " AND ".join(filters)
+        runs: list[Run] = []
+        read = 0
+        start: dict[str, Any] | None = None
+        while True:
+            # Unfiltered, each item read is one run; filtered, read in larger steps, within the budget.
+            step = want - len(runs) if not filters else max(want - len(runs), 25)
+            request["Limit"] = max(1, min(step, budget - read))
+            if start is not None:
+                request["ExclusiveStartKey"] = start
+            response = self.client.query(**request)
+            read += response.get("ScannedCount", len(response["Items"]))
+            for item in response["Items"]:
+                run = run_from_item(item)
+                if before is None or position_of(run) < before:
+                    runs.append(run)
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                return Slice(runs)
+            if len(runs) >= want or read >= budget:
+                return Slice(runs, stopped_at(start))
+
     def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
         response = self.client.query(
             TableName=self.table,
@@ -286,6 +388,17 @@ class DynamoRunStore:
     def _find_at(self, key: dict[str, Any]) -> Run | None:
         item = self._get(key)
         return run_from_item(item) if item else None
+
+
+def _failure_position(sort_key: str) -> Position:
+    epoch_ms, _, run_id = sort_key.partition("#")
+    return Position(int(epoch_ms), run_id)
+
+
+def _history_position(job_id: str, sort_key: str) -> Position:
+    """A history key's run: a scheduled run's key is its fire time; a manual run's adds "m" and its hash."""
+    epoch_ms, manual = int(sort_key[:13]), sort_key[14:]
+    return Position(epoch_ms, f"{job_id}:m:{manual}" if manual else f"{job_id}:{epoch_ms}")
 
 
 def _condition(update: Update, expect: Expect) -> str:

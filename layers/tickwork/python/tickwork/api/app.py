@@ -48,7 +48,8 @@ from tickwork.api.schemas import (
     StatsOut,
 )
 from tickwork.domain.describe import describe_schedule
-from tickwork.domain.models import JobPatch, JobSpec, JobStatus
+from tickwork.domain.models import Instant, JobPatch, JobSpec, JobStatus, RunStatus
+from tickwork.domain.run_listing import RunFilter
 from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
 from tickwork.errors import (
     IdempotencyKeyReused,
@@ -71,6 +72,14 @@ IdempotencyKey = Annotated[
 Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
 HEALTH_PATH = "/v1/health"
+TENANT_RUNS_DESCRIPTION = (
+    "The tenant's stored runs, newest first by scheduled_for. Fires waiting in the queue that have no run"
+    " item yet are not listed here (a job's own history shows them). When every status asked for is FAILED,"
+    " DEAD or ABANDONED, the list reads a sparse index of those runs. Otherwise it reads each job's history"
+    " (one job with job_id; else every job of the tenant, at most 100, or it answers 400 naming job_id) and"
+    " reads at most about 2,000 runs per page: a page may then hold fewer than limit runs and still have a"
+    " next_cursor. since is inclusive, until exclusive."
+)
 IF_MATCH = r'^(W/)?"?[0-9]{1,18}"?$'
 
 
@@ -428,6 +437,28 @@ def build_app(
         return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
 
     # --- runs ---------------------------------------------------------------------------------------------
+    @app.get(
+        "/v1/runs",
+        summary="Runs across the tenant, newest first",
+        description=TENANT_RUNS_DESCRIPTION,
+        responses=_responses(RunPage, 404),
+    )
+    def list_tenant_runs(
+        status: Annotated[
+            list[RunStatus] | None, Query(description="Repeatable; status=DEAD is the dead-letter view")
+        ] = None,
+        job_id: Annotated[str | None, Query(pattern=ID, description="Only this job's runs")] = None,
+        since: Annotated[Instant | None, Query(description="scheduled_for at or after (RFC 3339)")] = None,
+        until: Annotated[Instant | None, Query(description="scheduled_for before (RFC 3339)")] = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> RunPage:
+        only = RunFilter(
+            statuses=frozenset(status) if status else None, job_id=job_id, since=since, until=until
+        )
+        page = get_runtime().service.list_tenant_runs(tenant(), only, limit=limit, cursor=cursor)
+        return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
+
     @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(RunOut, 404))
     def get_run(run_id: RunId) -> RunOut:
         return RunOut.of(get_runtime().service.get_run(tenant(), run_id, now()))

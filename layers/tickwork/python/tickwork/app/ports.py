@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.run_listing import Position, RunFilter, Slice
 from tickwork.domain.tenants import Principal, Tenant
 
 T = TypeVar("T")
@@ -93,6 +94,9 @@ class JobStore(Protocol):
     ) -> Page[Job]:
         """Newest first. ``status=None`` lists every job but the cancelled ones."""
 
+    def job_ids(self, tenant_id: str, *, limit: int) -> list[str]:
+        """Up to ``limit`` of the tenant's job ids, newest first, cancelled ones included."""
+
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         """Replace the job if its stored version is ``expected_version``; move the name lock on a rename."""
 
@@ -170,6 +174,17 @@ class RunStore(Protocol):
 
     def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
         """Stored runs, newest first (by scheduled time)."""
+
+    def list_failures(
+        self, tenant_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        """The tenant's stored FAILED, DEAD and ABANDONED runs in ``only`` below ``before``, newest first:
+        up to ``want`` of them, reading at most ``budget`` items."""
+
+    def list_for_job_filtered(
+        self, tenant_id: str, job_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        """The job's stored runs in ``only`` (statuses and times) below ``before``, as ``list_failures``."""
 
     def latest(self, tenant_id: str, job_id: str, *, until: datetime) -> Run | None:
         """The stored run with the latest scheduled time at or before ``until``."""

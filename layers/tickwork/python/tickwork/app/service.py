@@ -39,6 +39,7 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.patch import merge_patch
+from tickwork.domain.run_listing import RunFilter, decode_cursor, encode_cursor, merge
 from tickwork.domain.schedule import (
     MAX_EXCLUDED_IN_A_ROW,
     AnySchedule,
@@ -69,6 +70,10 @@ SHOWN_AHEAD = 1000
 RECENT_RUNS = 20
 # A preview lists at most this many excluded fires beyond its fire times.
 PREVIEW_EXCLUDED_LIMIT = 100
+# The tenant-wide run list, when it merges job histories: at most this many jobs, and this many items read
+# per page across them.
+FANOUT_MAX_JOBS = 100
+FANOUT_BUDGET = 2000
 # A history cursor that continues among the fires in flight, before this fire (epoch ms).
 AHEAD_CURSOR = "a."
 
@@ -287,6 +292,42 @@ class JobService:
         stored = self.runs.list_for_job(tenant_id, job_id, limit=limit - len(ahead), cursor=None)
         shown = {run.run_id for run in ahead}
         return Page([*ahead, *(run for run in stored.items if run.run_id not in shown)], stored.next_cursor)
+
+    def list_tenant_runs(
+        self, tenant_id: str, only: RunFilter, *, limit: int, cursor: str | None
+    ) -> Page[Run]:
+        """The tenant's stored runs in ``only``, newest first (see ``tickwork.domain.run_listing``).
+
+        Only failure statuses: the sparse failure index. One job: its history. Otherwise each job's history,
+        merged: at most ``FANOUT_MAX_JOBS`` jobs, and ``FANOUT_BUDGET`` items read per page in all, so a page
+        may hold fewer than ``limit`` runs and still have a next cursor."""
+        before = decode_cursor(cursor) if cursor is not None else None
+        if only.job_id is not None:
+            self.jobs.get(tenant_id, only.job_id)  # another tenant's job is a 404, as its history is
+        want = limit + 1
+        if only.statuses and only.statuses <= RETRYABLE_BY_HAND:
+            budget = max(want, FANOUT_BUDGET)
+            slices = [self.runs.list_failures(tenant_id, only, before=before, want=want, budget=budget)]
+        else:
+            if only.job_id is not None:
+                job_ids = [only.job_id]
+            else:
+                job_ids = self.jobs.job_ids(tenant_id, limit=FANOUT_MAX_JOBS + 1)
+                if len(job_ids) > FANOUT_MAX_JOBS:
+                    raise InvalidInput(
+                        f"the tenant has more than {FANOUT_MAX_JOBS} jobs: give job_id, or list only"
+                        " FAILED, DEAD or ABANDONED runs",
+                        field="job_id",
+                    )
+            budget = max(want, FANOUT_BUDGET // max(1, len(job_ids)))
+            slices = [
+                self.runs.list_for_job_filtered(
+                    tenant_id, job_id, only, before=before, want=want, budget=budget
+                )
+                for job_id in job_ids
+            ]
+        runs, next_position = merge(slices, before=before, limit=limit)
+        return Page(runs, encode_cursor(next_position) if next_position is not None else None)
 
     def get_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         try:

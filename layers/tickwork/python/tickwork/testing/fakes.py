@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import tables
 from tickwork.app.ports import Dispatch, Expect, Page, RunSample, Written
 from tickwork.domain.lanes import Holder, Lane
-from tickwork.domain.lifecycle import attention_at
-from tickwork.domain.models import Job, JobStatus, Run, RunMessage
+from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
+from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.tenants import Principal, Tenant, hash_token
 from tickwork.errors import NameTaken, NotFound, QuotaExceeded, VersionConflict
 
@@ -183,6 +184,11 @@ class FakeJobStore:
         page = wanted[:limit]
         return Page(page, page[-1].job_id if len(wanted) > limit else None)
 
+    def job_ids(self, tenant_id: str, *, limit: int) -> list[str]:
+        with self.lock:
+            mine = sorted((job_id for tenant, job_id in self.jobs if tenant == tenant_id), reverse=True)
+        return mine[:limit]
+
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         with self.lock:
             stored = self.get(job.tenant_id, job.job_id)
@@ -299,6 +305,50 @@ class FakeRunStore:
         page = mine[:limit]
         more = len(mine) > limit
         return Page(page, f"{page[-1].scheduled_for.isoformat()}|{page[-1].run_id}" if more else None)
+
+    def list_failures(
+        self, tenant_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        return self._slice(tenant_id, only, RETRYABLE_BY_HAND, before=before, want=want, budget=budget)
+
+    def list_for_job_filtered(
+        self, tenant_id: str, job_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int
+    ) -> Slice:
+        return self._slice(
+            tenant_id, replace(only, job_id=job_id), None, before=before, want=want, budget=budget
+        )
+
+    def _slice(
+        self,
+        tenant_id: str,
+        only: RunFilter,
+        among: frozenset[RunStatus] | None,
+        *,
+        before: Position | None,
+        want: int,
+        budget: int,
+    ) -> Slice:
+        """As the store reads them: newest first, each candidate counted against ``budget``."""
+        with self.lock:
+            candidates = sorted(
+                (
+                    run
+                    for (tenant, _), run in self.runs.items()
+                    if tenant == tenant_id
+                    and (among is None or run.status in among)
+                    and (only.job_id is None or run.job_id == only.job_id)
+                    and (before is None or position_of(run) < before)
+                ),
+                key=position_of,
+                reverse=True,
+            )
+        found: list[Run] = []
+        for read, run in enumerate(candidates, start=1):
+            if only.matches(run):
+                found.append(run)
+            if (len(found) >= want or read >= budget) and read < len(candidates):
+                return Slice(found, position_of(run))
+        return Slice(found)
 
     def latest(self, tenant_id: str, job_id: str, *, until: datetime) -> Run | None:
         with self.lock:
