@@ -3,6 +3,7 @@ under moto; and the sparse failure index it reads, which a run that succeeds nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -88,6 +89,21 @@ def newest_first(entries: list[tuple[int, str]]) -> list[str]:
     return [run_id for _, run_id in sorted(entries, reverse=True)]
 
 
+def seeded_newest_first(
+    seeded: dict[str, Any], statuses: list[str], keep: Callable[[tuple[int, str]], bool]
+) -> list[str]:
+    """The seeded runs in ``statuses`` (all when empty) that ``keep`` keeps, newest first."""
+    return newest_first(
+        [
+            entry
+            for status, entries in seeded["runs"].items()
+            if not statuses or status in statuses
+            for entry in entries
+            if keep(entry)
+        ]
+    )
+
+
 def test_the_dead_letter_view_lists_dead_runs_of_every_job_newest_first_across_pages(
     api: ApiGateway, seeded: dict[str, Any]
 ) -> None:
@@ -124,15 +140,7 @@ def test_job_id_keeps_that_jobs_runs(api: ApiGateway, seeded: dict[str, Any], st
     if statuses:
         query["status"] = statuses
     pages = all_pages(api, **query)
-    expected = newest_first(
-        [
-            entry
-            for status, entries in seeded["runs"].items()
-            if not statuses or status in statuses
-            for entry in entries
-            if entry[1].startswith(f"{job_id}:")
-        ]
-    )
+    expected = seeded_newest_first(seeded, statuses, lambda entry: entry[1].startswith(f"{job_id}:"))
     assert expected
     assert [run for page in pages for run in page] == expected
 
@@ -146,15 +154,7 @@ def test_since_is_inclusive_and_until_exclusive(
     if statuses:
         query["status"] = statuses
     pages = all_pages(api, **query)
-    expected = newest_first(
-        [
-            entry
-            for status, entries in seeded["runs"].items()
-            if not statuses or status in statuses
-            for entry in entries
-            if 2 <= entry[0] < 8
-        ]
-    )
+    expected = seeded_newest_first(seeded, statuses, lambda entry: 2 <= entry[0] < 8)
     assert [run for page in pages for run in page] == expected
 
 
