@@ -225,9 +225,10 @@ class OperationTimer:
         events.register_first("before-parameter-build.*.*", self._start)
 
     def register_last(self, events: Any) -> None:
-        # As specific as the lock's own hook, so that this one runs after it.
+        # As specific as the lock's own hook and registered after it, so that this one runs after it; not
+        # last, where the local stack's direct call to moto answers and ends the event.
         for service in ("dynamodb", "sqs"):
-            events.register_last(f"before-call.{service}", self._sent)
+            events.register(f"before-call.{service}", self._sent)
             events.register_last(f"after-call.{service}", self._done)
 
     def _start(self, **_: Any) -> None:
