@@ -1,12 +1,12 @@
-"""DynamoDB's item calls handed straight to moto's handler, in process.
+"""DynamoDB's item calls and SQS's message calls handed straight to moto's handlers, in process.
 
 Through ``mock_aws`` a call is signed, sent to moto's stub as an HTTP request, parsed back into parameters by
 moto (werkzeug request, botocore shapes), answered, and the answer parsed again by botocore: about a third of
 a create's CPU in the local stack went there rather than into DynamoDB's logic. For the item operations,
 the client's serialised body is given to moto's handler as its parameters and moto's answer to botocore's
 own response parser, so the caller gets what it got before, errors included (with their modelled fields, such
-as a failed condition's ``Item`` or a cancelled transaction's ``CancellationReasons``). Table management
-calls take the usual way.
+as a failed condition's ``Item`` or a cancelled transaction's ``CancellationReasons``). SQS's message calls
+(JSON protocol too) go the same way. Table and queue management calls take the usual way.
 
 The botocore events a call emits are unchanged but for the HTTP ones (``before-send``, signing): handlers on
 ``before-call`` and ``after-call`` (the lock that makes calls atomic, the benchmarks' counters) still run.
@@ -23,8 +23,6 @@ from botocore.parsers import create_parser
 
 logger = logging.getLogger(__name__)
 
-# DynamoDB's JSON protocol names the action in this header; moto's handler reads it the same way.
-_TARGET_PREFIX = "DynamoDB_20120810."
 ITEM_OPERATIONS = frozenset(
     {
         "GetItem",
@@ -39,16 +37,39 @@ ITEM_OPERATIONS = frozenset(
         "TransactWriteItems",
     }
 )
+MESSAGE_OPERATIONS = frozenset(
+    {
+        "SendMessage",
+        "SendMessageBatch",
+        "ReceiveMessage",
+        "DeleteMessage",
+        "DeleteMessageBatch",
+        "ChangeMessageVisibility",
+        "ChangeMessageVisibilityBatch",
+    }
+)
+# The JSON protocol names the action in this header (the service's target prefix, a dot, the operation);
+# moto's handlers read it the same way.
+_TARGET_PREFIX = {"dynamodb": "DynamoDB_20120810.", "sqs": "AmazonSQS."}
 _parser = create_parser("json")
 
 
-def _handler(operation: str, region: str, params: dict[str, Any]) -> Any:
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-    from moto.dynamodb.responses import DynamoHandler
+def _new_handler(service: str) -> Any:
+    if service == "dynamodb":
+        from moto.dynamodb.responses import DynamoHandler
 
-    handler = DynamoHandler()
+        return DynamoHandler()
+    from moto.sqs.responses import SQSResponse
+
+    return SQSResponse()
+
+
+def _handler(service: str, operation: str, region: str, params: dict[str, Any]) -> Any:
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+
+    handler = _new_handler(service)
     # What moto's setup_class derives from an HTTP request, given directly.
-    handler.headers = {"X-Amz-Target": _TARGET_PREFIX + operation}
+    handler.headers = {"X-Amz-Target": _TARGET_PREFIX[service] + operation}
     handler.querystring = {}
     handler.data = {}
     handler.method = "POST"
@@ -64,26 +85,30 @@ def _handler(operation: str, region: str, params: dict[str, Any]) -> Any:
     return handler
 
 
-def _answer(operation: str, region: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
+def _answer(service: str, operation: str, region: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
     try:
-        handler = _handler(operation, region, json.loads(body or b"{}"))
+        handler = _handler(service, operation, region, json.loads(body or b"{}"))
         status, headers, answer = handler.call_action()
     except Exception:
         # As moto's server would answer: a 500 the caller sees as an error (and the lock is released).
-        logger.exception("moto failed on %s", operation)
-        failure = {"__type": "com.amazonaws.dynamodb.v20120810#InternalFailure", "message": "moto failed"}
+        logger.exception("moto failed on %s.%s", service, operation)
+        failure = {"__type": "InternalFailure", "message": "moto failed"}
         return 500, {}, json.dumps(failure).encode()
     text = answer.encode() if isinstance(answer, str) else answer
     return int(status), {str(k): str(v) for k, v in headers.items()}, text
 
 
 def dispatch(model: Any, params: dict[str, Any], context: dict[str, Any], **_: Any) -> Any:
-    """A ``before-call.dynamodb`` handler: the answer to an item operation, or None for the usual way."""
+    """A ``before-call`` handler: the answer to an item or message operation, or None for the usual way."""
     operation = model.name
-    if operation not in ITEM_OPERATIONS:
+    if operation in ITEM_OPERATIONS:
+        service = "dynamodb"
+    elif operation in MESSAGE_OPERATIONS:
+        service = "sqs"
+    else:
         return None
     region = context.get("client_region") or "us-east-1"
-    status, headers, body = _answer(operation, region, params.get("body") or b"")
+    status, headers, body = _answer(service, operation, region, params.get("body") or b"")
     response_dict = {"status_code": status, "headers": headers, "body": body}
     parsed = _parser.parse(response_dict, model.output_shape)
     if status >= 300:
@@ -96,7 +121,8 @@ def dispatch(model: Any, params: dict[str, Any], context: dict[str, Any], **_: A
     return http, parsed
 
 
-def direct_dynamodb(events: Any) -> None:
+def direct_calls(events: Any) -> None:
     """Register on a botocore session's events, after every other ``before-call`` handler (the lock among
     them): the first to answer ends the event."""
     events.register_last("before-call.dynamodb", dispatch)
+    events.register_last("before-call.sqs", dispatch)

@@ -202,12 +202,12 @@ class LocalStack:
         import boto3
 
         from tickwork_local.atomic import serialise_dynamodb
-        from tickwork_local.moto_direct import direct_dynamodb
+        from tickwork_local.moto_direct import direct_calls
 
         boto3.setup_default_session()
         assert boto3.DEFAULT_SESSION is not None
         serialise_dynamodb(boto3.DEFAULT_SESSION.events)
-        direct_dynamodb(boto3.DEFAULT_SESSION.events)
+        direct_calls(boto3.DEFAULT_SESSION.events)
 
     def configure_environment(self) -> None:
         os.environ.update(

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from tickwork_local.harness import moto_aws
-from tickwork_local.moto_direct import ITEM_OPERATIONS, direct_dynamodb
+from tickwork_local.moto_direct import ITEM_OPERATIONS, direct_calls
 
 REGION = "us-east-1"
 
@@ -23,7 +23,7 @@ def clients() -> Iterator[tuple[Any, Any]]:
     with moto_aws():
         usual = boto3.client("dynamodb", region_name=REGION)
         session = boto3.session.Session(region_name=REGION)
-        direct_dynamodb(session._session.get_component("event_emitter"))
+        direct_calls(session._session.get_component("event_emitter"))
         direct = session.client("dynamodb")
         for name in ("twin-usual", "twin-direct"):
             usual.create_table(
@@ -254,3 +254,81 @@ def test_a_failure_inside_moto_is_an_error_answer_not_an_exception_out_of_the_ho
         direct.get_item(TableName="twin-direct", Key={"pk": {"S": "a"}, "sk": {"S": "1"}})
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
     assert released == [1]
+
+
+# Values moto makes up per call (ids, receipt handles, clocks): compared by their presence, not their value.
+_MADE_UP = {"MessageId", "ReceiptHandle", "SentTimestamp", "ApproximateFirstReceiveTimestamp", "RequestId"}
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: "<made up>" if k in _MADE_UP else _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _message_steps(client: Any, url: str) -> list[tuple[str, Any]]:
+    """The message calls a worker and a planner make, and their errors, in order; the answers masked."""
+    answers: list[tuple[str, Any]] = []
+
+    def step(name: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            answer = call()
+            answers.append((name, ("ok", _masked(_strip(answer)))))
+            return answer
+        except ClientError as error:
+            response: dict[str, Any] = dict(error.response)
+            answers.append((name, ("error", type(error).__name__, _masked(_strip(response)))))
+            return {}
+
+    step("send", lambda: client.send_message(QueueUrl=url, MessageBody='{"run_id": "j:1"}'))
+    step(
+        "send a batch",
+        lambda: client.send_message_batch(
+            QueueUrl=url,
+            Entries=[{"Id": str(i), "MessageBody": f'{{"n": {i}}}', "DelaySeconds": 0} for i in range(3)],
+        ),
+    )
+    step("send to a missing queue", lambda: client.send_message(QueueUrl=url + "-gone", MessageBody="x"))
+    received = step(
+        "receive",
+        lambda: client.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["ApproximateReceiveCount"]
+        ),
+    )
+    step("receive too many", lambda: client.receive_message(QueueUrl=url, MaxNumberOfMessages=11))
+    handles = [message["ReceiptHandle"] for message in received.get("Messages", [])]
+    assert len(handles) == 4
+    step(
+        "change visibility",
+        lambda: client.change_message_visibility(QueueUrl=url, ReceiptHandle=handles[0], VisibilityTimeout=0),
+    )
+    step("delete", lambda: client.delete_message(QueueUrl=url, ReceiptHandle=handles[1]))
+    step("delete a bad handle", lambda: client.delete_message(QueueUrl=url, ReceiptHandle="not-a-handle"))
+    step(
+        "delete a batch",
+        lambda: client.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(handles[2:])]
+        ),
+    )
+    step("receive again", lambda: client.receive_message(QueueUrl=url, MaxNumberOfMessages=10))
+    return answers
+
+
+def test_every_message_operation_answers_as_the_usual_way() -> None:
+    with moto_aws():
+        usual = boto3.client("sqs", region_name=REGION)
+        session = boto3.session.Session(region_name=REGION)
+        direct_calls(session._session.get_component("event_emitter"))
+        direct = session.client("sqs")
+        sent: list[str] = []
+        direct.meta.events.register("before-send.sqs", lambda request, **_: sent.append(request.url))
+        urls = {name: usual.create_queue(QueueName=name)["QueueUrl"] for name in ("q-usual", "q-direct")}
+        expected = _message_steps(usual, urls["q-usual"])
+        got = _message_steps(direct, urls["q-direct"])
+        assert [name for name, _ in got] == [name for name, _ in expected]
+        for (name, answer), (_, wanted) in zip(got, expected, strict=True):
+            assert repr(answer).replace("q-direct", "q-usual") == repr(wanted), name
+        assert {answer[0] for _, answer in got} == {"ok", "error"}
+        assert sent == [], "a message operation went over moto's HTTP emulation"
