@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tickwork_local.cli.errors import EXIT_FAILED, CliError, UsageError, translated
-from tickwork_local.cli.jobs import EXPORT_EPILOG, ExportOutput, ExportStatus, as_json, export_jobs
+from tickwork_local.cli.jobs import EXPORT_EPILOG, ExportOutput, ExportStatus, as_json, export_jobs, patch_job
 from tickwork_local.cli.options import OutputOption, examples
 from tickwork_local.cli.output import Output, dump_yaml
 from tickwork_local.cli.session import Session, command
@@ -123,7 +123,7 @@ def apply_one(session: Session, spec: dict[str, Any], current: JobOut | None, dr
                 output.note(f"note: job {name} is COMPLETED, and the API refuses to change a completed job")
         return Outcome(name, "updated", changes=changes, patch=patch)
     try:
-        job = session.client.update_job(current.job_id, patch, version=current.version)
+        job = patch_job(session, current, patch, version=current.version)
     except Exception as error:
         failure = translated(error)
         if failure is not None and current.status == "COMPLETED":

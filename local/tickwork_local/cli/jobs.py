@@ -63,6 +63,7 @@ from tickwork_local.cli.specs import (
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from tickwork.api.schemas import JobOut
 
 app = typer.Typer(
     name="jobs",
@@ -440,9 +441,12 @@ def update(
     if not patch:
         raise UsageError("nothing to change: give at least one field to update (see --help)")
     try:
-        updated = session.on_job(
-            job, lambda job_id: session.client.update_job(job_id, patch, version=if_version)
-        )
+        if remove_tag:  # the tags to keep come from the job as it is
+            updated = patch_job(session, session.job(job), patch, version=if_version)
+        else:
+            updated = session.on_job(
+                job, lambda job_id: session.client.update_job(job_id, patch, version=if_version)
+            )
     except Exception as error:
         failure = translated(error)
         if failure is not None and failure.problem.code == "invalid_state":
@@ -452,6 +456,23 @@ def update(
             )
         raise failure or error from None
     show_answer(session.output, as_json(updated))
+
+
+def patch_job(session: Session, job: JobOut, patch: dict[str, Any], *, version: int | None) -> JobOut:
+    """PATCH the job. A tag to remove (``null`` in ``patch["tags"]``) takes two requests: the API's patch
+    takes no ``null`` inside ``tags``, only ``tags: null`` to clear them all, so the tags are cleared, then
+    the rest of the patch sets the tags to keep, each request pinned to the version the last one left."""
+    tags = patch.get("tags")
+    if not (isinstance(tags, dict) and None in tags.values()):
+        return session.client.update_job(job.job_id, patch, version=version)
+    kept = {key: value for key, value in {**job.tags, **tags}.items() if value is not None}
+    cleared = session.client.update_job(
+        job.job_id, {"tags": None}, version=job.version if version is None else version
+    )
+    rest = {key: value for key, value in patch.items() if key != "tags"}
+    if kept:
+        rest["tags"] = kept
+    return session.client.update_job(job.job_id, rest, version=cleared.version) if rest else cleared
 
 
 # --- pause, resume, cancel ----------------------------------------------------------------------------------

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -16,6 +14,9 @@ from tickwork_local.cli.errors import CliError
 from tickwork_local.cli.options import OutputOption, examples, rfc3339
 from tickwork_local.cli.output import text
 from tickwork_local.cli.session import command
+
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
 
 MAX_RECEIVED_BYTES = 16 * 1024 * 1024  # far above any tickwork envelope; stops a runaway sender
 EPILOG = examples(
@@ -104,6 +105,10 @@ def make_receiver(
 ) -> ThreadingHTTPServer:
     """A webhook receiver that prints one line per request (JSON lines with ``as_json``) and answers
     ``status``. The caller runs ``serve_forever`` and closes it."""
+    # Imported here: `tickwork --help` has no use for an HTTP server.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
     lock = threading.Lock()  # deliveries arrive on many threads; keep their lines whole
 
     class Receiver(BaseHTTPRequestHandler):

@@ -146,19 +146,21 @@ class Session:
         return call(named.job_id)
 
     def find_named(self, name: str) -> JobOut | None:
-        """The job named ``name``. Names are unique among jobs not cancelled; cancelled ones keep theirs, so
-        a name may also match cancelled jobs: the live one wins, and several cancelled ones are ambiguous."""
-        matches = [job for job in self.iter_jobs() if job.name == name]
-        live = [job for job in matches if job.status != "CANCELLED"]
-        candidates = live or matches
-        if len(candidates) > 1:
-            ids = ", ".join(job.job_id for job in candidates)
-            raise UsageError(
-                f"{len(candidates)} jobs are named {name!r}: give the id of one of them ({ids})",
-                code="ambiguous",
-                field="job",
-            )
-        return candidates[0] if candidates else None
+        """The job named ``name``. Names are unique among jobs not cancelled, so one of those is the job; a
+        cancelled job keeps its name, so failing that, a cancelled job of that name is, if it is the only
+        one."""
+        for status in (None, "CANCELLED"):  # the API lists cancelled jobs only when asked for them
+            matches = [job for job in self.iter_jobs(status) if job.name == name]
+            if len(matches) > 1:
+                ids = ", ".join(job.job_id for job in matches)
+                raise UsageError(
+                    f"{len(matches)} jobs are named {name!r}: give the id of one of them ({ids})",
+                    code="ambiguous",
+                    field="job",
+                )
+            if matches:
+                return matches[0]
+        return None
 
     def iter_jobs(self, status: str | None = None) -> Iterator[JobOut]:
         return self.client.iter_jobs(status=status, page_size=100)
