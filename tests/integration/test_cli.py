@@ -1019,6 +1019,38 @@ def test_version() -> None:
     assert result.out.startswith("tickwork ")
 
 
+HEAVY = ("tickwork", "tickwork_client", "boto3", "botocore", "moto")
+LOADED = f"""
+import sys
+from tickwork_local.cli import main
+code = main(sys.argv[1:])
+print(sorted({{name.split(".")[0] for name in sys.modules}} & set({HEAVY!r})), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["jobs", "--help"], ["apply", "--help"]])
+def test_help_loads_no_server_code_boto3_or_moto(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
+    assert "Example" in done.stdout
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tickwork_local.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tickwork ")
+
+
 def test_main_returns_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["jobs", "--help"]) == 0
     assert main(["jobs", "frobnicate"]) == 2

@@ -220,7 +220,7 @@ def export(
     """Print jobs as specs that tickwork apply takes back.
 
     The same as tickwork jobs export."""
-    export_jobs(Session(ctx), list(jobs or []), every, status, output)
+    export_jobs(Session(ctx, output), list(jobs or []), every, status)
 
 
 def register(app: typer.Typer) -> None:

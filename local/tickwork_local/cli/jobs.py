@@ -662,9 +662,7 @@ def runs(
 
 
 # --- export -------------------------------------------------------------------------------------------------
-def export_jobs(
-    session: Session, jobs: list[str], every: bool, status: str | None, output: Format | None
-) -> None:
+def export_jobs(session: Session, jobs: list[str], every: bool, status: str | None) -> None:
     if bool(jobs) == every:
         raise UsageError("name the jobs to export, or give --all")
     if jobs:
@@ -677,7 +675,7 @@ def export_jobs(
                 if item.status != "CANCELLED" or status == "CANCELLED":
                     found.append(item)
     documents = [exported(job) for job in found]
-    session.output.format = Format.JSON if output is Format.JSON else Format.YAML
+    session.output.format = Format.JSON if session.output.format is Format.JSON else Format.YAML
     if len(documents) == 1 and not every:
         session.output.document(documents[0])
     else:
@@ -721,4 +719,4 @@ def export(
 
     Only the fields a user sets are printed: no id, status, timestamps or next fire time, and no field left
     at its default. One job is one document; several are YAML documents, or a JSON list."""
-    export_jobs(Session(ctx), list(jobs or []), every, status, output)
+    export_jobs(Session(ctx, output), list(jobs or []), every, status)

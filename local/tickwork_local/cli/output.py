@@ -59,11 +59,13 @@ def no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
-def make_console(file: Any) -> Console:
+def make_console(*, stderr: bool) -> Console:
+    """A Rich console on stdout (or stderr), whichever stream that is when it writes (a test runner's, or
+    a progress bar's proxy)."""
     from rich.console import Console
 
     # No colour system at all under NO_COLOR: not even bold or dim escape codes.
-    return Console(file=file, highlight=False, color_system=None if no_color() else "auto")
+    return Console(stderr=stderr, highlight=False, color_system=None if no_color() else "auto")
 
 
 def text(value: Any) -> str:
@@ -128,11 +130,11 @@ class Output:
 
     @cached_property
     def out(self) -> Console:
-        return make_console(sys.stdout)
+        return make_console(stderr=False)
 
     @cached_property
     def err(self) -> Console:
-        return make_console(sys.stderr)
+        return make_console(stderr=True)
 
     @property
     def machine(self) -> bool:
@@ -262,7 +264,12 @@ class Output:
             counter,
             TimeElapsedColumn(),
         ]
-        with Progress(*columns, console=self.err, transient=True) as progress:
+        # What the command prints meanwhile goes above the bar when stdout is the terminal too; when it is a
+        # pipe or a file, it goes there untouched.
+        redirect = self.out.is_terminal
+        with Progress(
+            *columns, console=self.err, transient=True, redirect_stdout=redirect, redirect_stderr=False
+        ) as progress:
             task = progress.add_task(description, total=total)
 
             def advance(count: int) -> None:
