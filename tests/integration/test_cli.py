@@ -1,12 +1,18 @@
-"""The `tickwork` CLI, run in-process against the real API handlers behind a real HTTP server (moto)."""
+"""The `tickwork` CLI, run in-process (Typer's CliRunner) against the real API handlers behind a real HTTP
+server (moto), and against a loopback stub where the API must misbehave (429)."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
+import os
+import re
+import select
 import socket
+import subprocess
+import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,17 +21,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
+import yaml
 from tickwork import tables
 from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.domain.tenants import Tenant
 from tickwork.targets.envelope import Delivery, envelope_body, webhook_headers
-from tickwork_local.cli import build_parser, main, make_receiver
+from tickwork_local.cli import main, make_receiver
+from tickwork_local.cli.app import app
 from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
+from typer.testing import CliRunner
 
 from tests.conftest import TOKENS
+from tests.integration.test_client import JOB, Reply, Stub, rate_limited
 from tests.support.apigw import set_run_status
 
 ACME = TOKENS["acme"]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+READ_ONLY = {"job_id", "status", "version", "created_at", "updated_at", "next_fire_at", "last_run", "pause"}
 
 
 @dataclass
@@ -37,22 +50,37 @@ class Result:
     def json(self) -> Any:
         return json.loads(self.out)
 
+    def yaml(self) -> Any:
+        return yaml.safe_load(self.out)
+
+
+def invoke(*argv: str, env: dict[str, str | None] | None = None, stdin: str | None = None) -> Result:
+    """``tickwork ARGV`` in this process, as Typer's test runner runs it: stdout and stderr apart, no
+    terminal (unless ``env`` makes Rich believe in one)."""
+    result = CliRunner().invoke(
+        app, list(argv), env=env, input=stdin, prog_name="tickwork", catch_exceptions=False
+    )
+    return Result(result.exit_code, result.stdout, result.stderr)
+
 
 class Cli:
-    """Runs ``main`` with the test server's URL and a token, and captures what it printed."""
+    """Runs the CLI with the test server's URL and a token."""
 
-    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]):
+    def __init__(self, url: str):
         self.url = url
-        self.capsys = capsys
 
-    def __call__(self, *argv: str, token: str | None = ACME) -> Result:
+    def __call__(
+        self,
+        *argv: str,
+        token: str | None = ACME,
+        env: dict[str, str | None] | None = None,
+        stdin: str | None = None,
+    ) -> Result:
         prefix = ["--api-url", self.url] + (["--token", token] if token is not None else [])
-        code = main([*prefix, *argv])
-        out, err = self.capsys.readouterr()
-        return Result(code, out, err)
+        return invoke(*prefix, *argv, env=env, stdin=stdin)
 
     def create(self, name: str, *flags: str) -> dict[str, Any]:
-        result = self("--json", "jobs", "create", "--name", name, *(flags or DEFAULT_JOB_FLAGS))
+        result = self("jobs", "create", "--name", name, *(flags or DEFAULT_JOB_FLAGS), "-o", "json")
         assert result.code == 0, result.err
         job: dict[str, Any] = result.json()
         return job
@@ -68,13 +96,18 @@ DEFAULT_JOB_FLAGS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A token, URL or colour setting in the developer's shell must not leak into the tests.
+    for name in ("TICKWORK_TOKEN", "TICKWORK_API_URL", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 @pytest.fixture
 def api_url(tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    # A token or URL in the developer's shell must not leak into the tests.
-    monkeypatch.delenv("TICKWORK_TOKEN", raising=False)
     # The API runs in this process: its EMF metrics would print into the CLI's captured output.
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    monkeypatch.delenv("TICKWORK_API_URL", raising=False)
     from functions.api.handler import make_handler
     from functions.authorizer.handler import lambda_handler as authorizer_handler
 
@@ -87,37 +120,18 @@ def api_url(tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iter
 
 
 @pytest.fixture
-def cli(api_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(api_url, capsys)
+def cli(api_url: str) -> Cli:
+    return Cli(api_url)
 
 
 # --- jobs create --------------------------------------------------------------------------------------------
 def test_create_from_flags(cli: Cli) -> None:
     result = cli(
-        "--json",
-        "jobs",
-        "create",
-        "--name",
-        "daily-report",
-        "--cron",
-        "0 9 * * 1-5",
-        "--timezone",
-        "America/New_York",
-        "--url",
-        "https://hooks.example.com/report",
-        "--method",
-        "PUT",
-        "--payload",
-        '{"report": "daily"}',
-        "--description",
-        "weekday report",
-        "--misfire-policy",
-        "skip",
-        "--overlap-policy",
-        "queue",
-        "--max-attempts",
-        "3",
-    )
+        "jobs", "create", "--name", "daily-report", "--cron", "0 9 * * 1-5", "--timezone", "America/New_York",
+        "--url", "https://hooks.example.com/report", "--method", "PUT", "--payload", '{"report": "daily"}',
+        "--description", "weekday report", "--misfire-policy", "skip", "--overlap-policy", "queue",
+        "--max-attempts", "3", "-o", "json",
+    )  # fmt: skip
     assert result.code == 0, result.err
     job = result.json()
     assert job["schedule"]["type"] == "cron"
@@ -134,8 +148,7 @@ def test_create_from_flags(cli: Cli) -> None:
     assert job["description"] == "weekday report"
     assert (job["misfire_policy"], job["overlap_policy"]) == ("skip", "queue")
     assert job["retry"]["max_attempts"] == 3
-    fetched = cli("--json", "jobs", "get", job["job_id"]).json()
-    assert fetched["name"] == "daily-report"
+    assert cli("jobs", "get", job["job_id"], "-o", "json").json()["name"] == "daily-report"
 
 
 def test_create_prints_a_readable_summary_by_default(cli: Cli) -> None:
@@ -143,6 +156,7 @@ def test_create_prints_a_readable_summary_by_default(cli: Cli) -> None:
         "jobs", "create", "--name", "every-ten", "--rate", "10s", "--url", "https://hooks.example.com/x"
     )
     assert result.code == 0, result.err
+    assert re.search(r"^job_id\s+[0-9A-Z]{26}$", result.out, re.MULTILINE)
     assert "every-ten" in result.out
     assert "every 10s" in result.out
     assert "http POST https://hooks.example.com/x" in result.out
@@ -164,7 +178,9 @@ def test_create_from_a_yaml_file_with_flags_overriding_it(cli: Cli, tmp_path: Pa
         "payload:\n"
         "  items: [1, 2]\n"
     )
-    result = cli("--json", "jobs", "create", "--file", str(spec), "--name", "overridden", "--method", "PATCH")
+    result = cli(
+        "jobs", "create", "--file", str(spec), "--name", "overridden", "--method", "PATCH", "-o", "json"
+    )
     assert result.code == 0, result.err
     job = result.json()
     assert job["name"] == "overridden"
@@ -187,12 +203,20 @@ def test_create_from_a_json_file(cli: Cli, tmp_path: Path) -> None:
             }
         )
     )
-    result = cli("--json", "jobs", "create", "-f", str(spec), "--rate", "2h")
+    result = cli("jobs", "create", "-f", str(spec), "--rate", "2h", "-o", "json")
     assert result.code == 0, result.err
     job = result.json()
     assert job["name"] == "from-json"
     assert job["schedule"]["every_seconds"] == 7200  # the flag replaced the file's schedule
     assert job["tags"] == {"team": "ops"}
+
+
+def test_what_jobs_get_prints_creates_a_job_from_stdin(cli: Cli) -> None:
+    shown = cli("jobs", "get", cli.create("original")["job_id"], "-o", "json").out
+    result = cli("jobs", "create", "--file", "-", "--name", "copy", "-o", "json", stdin=shown)
+    assert result.code == 0, result.err
+    assert "left out fields the API sets itself: job_id, status, version" in result.err
+    assert result.json()["schedule"]["expression"] == "0 3 * * *"
 
 
 def test_create_with_any_target_as_json(cli: Cli) -> None:
@@ -217,14 +241,23 @@ def test_create_without_the_needed_fields_is_a_usage_error(cli: Cli) -> None:
     assert "a target (--url or --target-json)" in result.err
 
 
-def test_create_with_bad_payload_json_is_a_usage_error(cli: Cli) -> None:
-    result = cli("jobs", "create", "--name", "x", *DEFAULT_JOB_FLAGS, "--payload", "{not json")
-    assert result.code == 2
-    assert "--payload is not valid JSON" in result.err
-    assert cli("--json", "jobs", "list").json()["items"] == []
+def test_bad_flags_are_usage_errors_and_nothing_is_created(cli: Cli) -> None:
+    bad_payload = cli("jobs", "create", "--name", "x", *DEFAULT_JOB_FLAGS, "--payload", "{not json")
+    assert bad_payload.code == 2
+    assert "--payload is not valid JSON" in bad_payload.err
+    two_schedules = cli(
+        "jobs", "create", "--name", "x", "--cron", "* * * * *", "--rate", "5m", "--url", "https://a.example"
+    )
+    assert two_schedules.code == 2
+    assert "not --cron and --rate" in two_schedules.err
+    bad_rate = cli("jobs", "create", "--name", "x", "--rate", "soon", "--url", "https://a.example")
+    assert bad_rate.code == 2
+    assert "'soon' is not a duration" in bad_rate.err
+    assert "Traceback" not in bad_payload.err + two_schedules.err + bad_rate.err
+    assert cli("jobs", "list", "-o", "json").json()["items"] == []
 
 
-# --- jobs list, get -----------------------------------------------------------------------------------------
+# --- jobs list, get, output formats -------------------------------------------------------------------------
 def test_list_as_a_table_and_as_json(cli: Cli) -> None:
     first = cli.create("alpha")
     second = cli.create("beta", "--rate", "90", "--url", "https://hooks.example.com/b")
@@ -236,21 +269,21 @@ def test_list_as_a_table_and_as_json(cli: Cli) -> None:
     assert rows[0].startswith(second["job_id"])  # newest first
     assert "every 1m30s" in rows[0]
     assert 'cron "0 3 * * *" Europe/Paris' in rows[1]
-    # Columns line up: every row's schedule starts where the header's does.
+    # Columns line up: every row's status starts where the header's does.
     assert {row.index("ACTIVE") for row in rows} == {header.index("STATUS")}
-    listed = cli("--json", "jobs", "list").json()
+    listed = cli("jobs", "list", "-o", "json").json()
     assert [job["job_id"] for job in listed["items"]] == [second["job_id"], first["job_id"]]
     assert listed["next_cursor"] is None
 
 
 def test_list_follows_every_page_with_all(cli: Cli) -> None:
     ids = {cli.create(f"job-{n}")["job_id"] for n in range(5)}
-    one_page = cli("--json", "jobs", "list", "--limit", "2").json()
+    one_page = cli("jobs", "list", "--limit", "2", "-o", "json").json()
     assert len(one_page["items"]) == 2
     assert one_page["next_cursor"]
     hint = cli("jobs", "list", "--limit", "2")
     assert "--cursor" in hint.err
-    everything = cli("--json", "jobs", "list", "--limit", "2", "--all").json()
+    everything = cli("jobs", "list", "--limit", "2", "--all", "-o", "json").json()
     assert {job["job_id"] for job in everything["items"]} == ids
     assert everything["next_cursor"] is None
     table = cli("jobs", "list", "--all", "--limit", "2")
@@ -259,10 +292,11 @@ def test_list_follows_every_page_with_all(cli: Cli) -> None:
 
 def test_list_filters_by_status(cli: Cli) -> None:
     cli.create("running")
-    paused = cli.create("resting")
-    assert cli("jobs", "pause", paused["job_id"]).code == 0
-    listed = cli("--json", "jobs", "list", "--status", "paused").json()
+    cli.create("resting")
+    assert cli("jobs", "pause", "resting").code == 0
+    listed = cli("jobs", "list", "--status", "paused", "-o", "json").json()
     assert [job["name"] for job in listed["items"]] == ["resting"]
+    assert cli("jobs", "list", "--status", "sleeping").code == 2
 
 
 def test_get_shows_the_job(cli: Cli) -> None:
@@ -276,12 +310,140 @@ def test_get_shows_the_job(cli: Cli) -> None:
     assert "target        http POST https://hooks.example.com/run" in result.out
 
 
-def test_global_options_may_follow_the_subcommand(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_output_format(cli: Cli) -> None:
+    job = cli.create(
+        "formats", "--cron", "0 3 * * *", "--url", "https://hooks.example.com/f", "--description", "d1"
+    )
+    as_json = cli("jobs", "get", "formats", "-o", "json")
+    as_yaml = cli("jobs", "get", "formats", "-o", "yaml")
+    assert as_json.json() == as_yaml.yaml() == job  # the API's object, either way
+    assert "\x1b" not in as_json.out + as_yaml.out
+    assert as_yaml.out.startswith("name: formats\n")
+    listed = cli("jobs", "list", "-o", "yaml").yaml()
+    assert [item["job_id"] for item in listed["items"]] == [job["job_id"]]
+    table = cli("jobs", "list", "-o", "table").out.splitlines()
+    wide = cli("jobs", "list", "-o", "wide").out.splitlines()
+    assert table[0].split() == ["ID", "NAME", "STATUS", "SCHEDULE", "NEXT_FIRE_AT"]
+    assert wide[0].split() == [*table[0].split(), "TARGET", "LAST_RUN", "DESCRIPTION"]
+    assert "http POST https://hooks.example.com/f" in wide[1]
+    assert wide[1].endswith("d1")
+    assert cli("jobs", "list", "-o", "xml").code == 2
+
+
+def test_colours_and_rich_tables_only_on_a_terminal_and_never_with_no_color(cli: Cli) -> None:
+    cli.create("coloured")
+    piped = cli("jobs", "list")
+    assert "\x1b[" not in piped.out
+    assert piped.out.startswith("ID  ")  # plain aligned text
+    terminal = cli("jobs", "list", env={"TTY_COMPATIBLE": "1"})
+    assert "\x1b[32mACTIVE" in terminal.out  # green
+    assert "─" in terminal.out  # a Rich table's rule
+    no_color = cli("jobs", "list", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    assert "─" in no_color.out
+    assert "\x1b[" not in no_color.out
+    assert ANSI.sub("", terminal.out) == no_color.out
+    refused = cli("jobs", "get", "no-such-job", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+    assert refused.code == 1
+    assert "\x1b[" not in refused.err
+
+
+def test_global_options_may_follow_the_command(cli: Cli) -> None:
     cli.create("anywhere")
-    code = main(["jobs", "list", "--json", "--api-url", cli.url, "--token", ACME])
-    out, _ = capsys.readouterr()
-    assert code == 0
-    assert [job["name"] for job in json.loads(out)["items"]] == ["anywhere"]
+    result = invoke("jobs", "list", "-o", "json", "--api-url", cli.url, "--token", ACME)
+    assert result.code == 0, result.err
+    assert [job["name"] for job in result.json()["items"]] == ["anywhere"]
+    legacy = invoke("--json", "jobs", "list", "--api", cli.url, "--token", ACME)
+    assert [job["name"] for job in legacy.json()["items"]] == ["anywhere"]
+
+
+# --- jobs by id or by name ----------------------------------------------------------------------------------
+def test_jobs_are_named_by_id_or_by_name(cli: Cli) -> None:
+    job = cli.create("nightly-report")
+    by_name = cli("jobs", "get", "nightly-report", "-o", "json")
+    assert by_name.code == 0, by_name.err
+    assert by_name.json()["job_id"] == job["job_id"]
+    assert cli("jobs", "get", job["job_id"], "-o", "json").json() == by_name.json()
+    assert cli("jobs", "pause", "nightly-report", "--reason", "by name").code == 0
+    assert cli("jobs", "resume", job["job_id"]).code == 0
+    run = cli("jobs", "trigger", "nightly-report", "-o", "json").json()
+    assert run["job_id"] == job["job_id"]
+    assert run["run_id"] in cli("jobs", "runs", "nightly-report").out
+
+    missing = cli("jobs", "get", "nightly-reports")
+    assert missing.code == 1
+    assert (
+        missing.err.strip()
+        == "error: not_found: no job has the id or the name 'nightly-reports' (field: job)"
+    )
+    unknown_id = cli("jobs", "get", "01JGZ4M8Q3V5XKQ1T7B2N6C9DE")
+    assert unknown_id.code == 1
+    assert "error: not_found:" in unknown_id.err
+
+
+def test_a_name_shaped_like_an_id_is_found_by_name(cli: Cli) -> None:
+    job = cli.create("01JGZ4M8Q3V5XKQ1T7B2N6C9DE")
+    assert cli("jobs", "get", "01JGZ4M8Q3V5XKQ1T7B2N6C9DE", "-o", "json").json()["job_id"] == job["job_id"]
+
+
+def test_a_name_several_cancelled_jobs_had_is_ambiguous(cli: Cli) -> None:
+    ids = []
+    for _ in range(2):
+        ids.append(cli.create("reused")["job_id"])
+        assert cli("jobs", "cancel", "reused", "--yes").code == 0
+    ambiguous = cli("jobs", "get", "reused")
+    assert ambiguous.code == 2
+    assert "2 jobs are named 'reused'" in ambiguous.err
+    assert all(job_id in ambiguous.err for job_id in ids)
+    live = cli.create("reused")  # the name is free again, and the live job wins
+    assert cli("jobs", "get", "reused", "-o", "json").json()["job_id"] == live["job_id"]
+
+
+# --- update -------------------------------------------------------------------------------------------------
+def test_update_changes_only_the_given_fields(cli: Cli) -> None:
+    job = cli.create("changing", *DEFAULT_JOB_FLAGS, "--payload", '{"a": 1}', "--max-attempts", "3")
+    result = cli(
+        "jobs", "update", "changing", "--cron", "30 4 * * *", "--payload", '{"a": 2}', "--tag", "team=ops",
+        "--header", "X-Team=ops", "--misfire-policy", "skip", "--jitter", "90s", "-o", "json",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    updated = result.json()
+    assert updated["schedule"]["expression"] == "30 4 * * *"
+    assert updated["schedule"]["timezone"] == "Europe/Paris"  # a cron keeps the old cron's zone
+    assert updated["next_fire_at"] != job["next_fire_at"]
+    assert updated["payload"] == {"a": 2}
+    assert updated["tags"] == {"team": "ops"}
+    assert updated["target"]["headers"] == {"X-Team": "ops"}
+    assert updated["target"]["url"] == job["target"]["url"]
+    assert (updated["misfire_policy"], updated["jitter_seconds"]) == ("skip", 90)
+    assert updated["retry"]["max_attempts"] == 3  # untouched
+    assert updated["version"] == job["version"] + 1
+
+    renamed = cli(
+        "jobs", "update", job["job_id"], "--name", "changed", "--remove-tag", "team", "--rate", "1h"
+    )
+    assert renamed.code == 0, renamed.err
+    shown = cli("jobs", "get", "changed", "-o", "json").json()
+    assert (shown["schedule"]["type"], shown["schedule"]["every_seconds"], shown["tags"]) == (
+        "rate",
+        3600,
+        {},
+    )
+
+    stale = cli("jobs", "update", "changed", "--description", "x", "--if-version", str(job["version"]))
+    assert stale.code == 1
+    assert "error: version_conflict:" in stale.err or "(field: version)" in stale.err
+    nothing = cli("jobs", "update", "changed")
+    assert nothing.code == 2
+    assert "nothing to change" in nothing.err
+
+
+def test_update_of_a_cancelled_job_is_refused_with_a_hint(cli: Cli) -> None:
+    cli.create("gone")
+    cli("jobs", "cancel", "gone", "--yes")
+    refused = cli("jobs", "update", "gone", "--description", "again")
+    assert refused.code == 1
+    assert "error: invalid_state: a cancelled job cannot update" in refused.err
+    assert "create a new job" in refused.err
 
 
 # --- pause, resume, cancel ----------------------------------------------------------------------------------
@@ -289,28 +451,78 @@ def test_pause_with_a_reason_then_resume_then_cancel(cli: Cli) -> None:
     job = cli.create("lifecycle")
     paused = cli("jobs", "pause", job["job_id"], "--reason", "maintenance window")
     assert paused.code == 0, paused.err
-    assert f"paused job {job['job_id']}" in paused.out
-    state = cli("--json", "jobs", "get", job["job_id"]).json()
+    assert f"paused job {job['job_id']} (lifecycle): maintenance window" in paused.out
+    state = cli("jobs", "get", job["job_id"], "-o", "json").json()
     assert state["status"] == "PAUSED"
     assert state["pause"]["reason"] == "maintenance window"
     assert "maintenance window" in cli("jobs", "get", job["job_id"]).out
 
-    resumed = cli("--json", "jobs", "resume", job["job_id"])
+    resumed = cli("jobs", "resume", "lifecycle", "-o", "json")
     assert resumed.code == 0, resumed.err
     assert resumed.json()["status"] == "ACTIVE"
     assert resumed.json()["pause"] is None
 
-    cancelled = cli("jobs", "cancel", job["job_id"])
+    unconfirmed = cli("jobs", "cancel", "lifecycle")  # no terminal to ask on
+    assert unconfirmed.code == 2
+    assert "--yes" in unconfirmed.err
+    assert cli("jobs", "get", "lifecycle", "-o", "json").json()["status"] == "ACTIVE"
+    cancelled = cli("jobs", "cancel", "lifecycle", "--yes")
     assert cancelled.code == 0, cancelled.err
     assert f"cancelled job {job['job_id']}" in cancelled.out
-    assert cli("--json", "jobs", "get", job["job_id"]).json()["status"] == "CANCELLED"
+    assert cli("jobs", "get", job["job_id"], "-o", "json").json()["status"] == "CANCELLED"
+
+
+def in_a_terminal(argv: list[str], answer: bytes, env: dict[str, str]) -> tuple[int, str]:
+    """``tickwork ARGV`` in a child process on a pseudo-terminal, typing ``answer`` at its first question."""
+    controller, terminal = os.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tickwork_local.cli", *argv],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        env={**os.environ, **env},
+        close_fds=True,
+    )
+    os.close(terminal)
+    output, answered = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([controller], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            output += chunk
+            if not answered and b"[y/N]" in output:
+                os.write(controller, answer)
+                answered = True
+        elif process.poll() is not None:
+            break
+    os.close(controller)
+    return process.wait(timeout=30), output.decode(errors="replace")
+
+
+def test_cancel_asks_on_a_terminal_and_shows_a_rich_table(cli: Cli) -> None:
+    job = cli.create("asked")
+    env = {"TICKWORK_API_URL": cli.url, "TICKWORK_TOKEN": ACME, "COLUMNS": "200", "TERM": "xterm-256color"}
+    code, shown = in_a_terminal(["jobs", "list"], b"", env)
+    assert code == 0, shown
+    assert "─" in shown and "\x1b[" in shown  # a Rich table, in colour
+    code, said_no = in_a_terminal(["jobs", "cancel", "asked"], b"n\n", env)
+    assert code == 1, said_no
+    assert f"cancel job {job['job_id']} (asked) for good? [y/N]" in said_no
+    assert cli("jobs", "get", "asked", "-o", "json").json()["status"] == "ACTIVE"
+    code, said_yes = in_a_terminal(["jobs", "cancel", "asked"], b"y\n", env)
+    assert code == 0, said_yes
+    assert cli("jobs", "get", "asked", "-o", "json").json()["status"] == "CANCELLED"
 
 
 # --- trigger, runs ------------------------------------------------------------------------------------------
 def test_trigger_with_the_same_key_gives_the_same_run(cli: Cli) -> None:
     job = cli.create("manual")
-    first = cli("--json", "jobs", "trigger", job["job_id"], "--idempotency-key", "deploy-42")
-    again = cli("--json", "jobs", "trigger", job["job_id"], "--idempotency-key", "deploy-42")
+    first = cli("jobs", "trigger", job["job_id"], "--idempotency-key", "deploy-42", "-o", "json")
+    again = cli("jobs", "trigger", "manual", "--idempotency-key", "deploy-42", "-o", "json")
     assert (first.code, again.code) == (0, 0)
     assert first.json()["run_id"] == again.json()["run_id"]
     assert first.json()["trigger"] == "manual"
@@ -322,27 +534,29 @@ def test_trigger_with_the_same_key_gives_the_same_run(cli: Cli) -> None:
 
 def test_job_runs_and_run_details(cli: Cli) -> None:
     job = cli.create("history")
-    run = cli("--json", "jobs", "trigger", job["job_id"]).json()
+    run = cli("jobs", "trigger", job["job_id"], "-o", "json").json()
     table = cli("jobs", "runs", job["job_id"])
     assert table.code == 0, table.err
     header, *rows = table.out.splitlines()
     assert header.split() == ["RUN_ID", "SCHEDULED_FOR", "STATUS", "ATTEMPT", "LAG_MS"]
     # Triggered runs are sent at once: the history shows the fire waiting in the queue.
     assert any(row.startswith(run["run_id"]) and "ENQUEUED" in row for row in rows)
+    wide = cli("jobs", "runs", "history", "-o", "wide").out.splitlines()[0].split()
+    assert wide[-4:] == ["TRIGGER", "STARTED_AT", "FINISHED_AT", "ERROR"]
 
     detail = cli("runs", "get", run["run_id"])
     assert detail.code == 0, detail.err
-    assert run["run_id"] in detail.out
+    assert re.search(rf"^run_id\s+{re.escape(run['run_id'])}$", detail.out, re.MULTILINE)
     assert "attempts       none yet" in detail.out
-    assert cli("--json", "runs", "get", run["run_id"]).json()["attempts"] == []
+    assert cli("runs", "get", run["run_id"], "-o", "json").json()["attempts"] == []
 
 
 def test_job_runs_follow_every_page_with_all(cli: Cli) -> None:
     # Every 30 s over the 15-minute planning horizon: 30 fires are sent at once, and listed as ENQUEUED.
     job = cli.create("often", "--rate", "30s", "--url", "https://hooks.example.com/often")
-    page = cli("--json", "jobs", "runs", job["job_id"], "--limit", "4").json()
+    page = cli("jobs", "runs", job["job_id"], "--limit", "4", "-o", "json").json()
     assert len(page["items"]) == 4
-    everything = cli("--json", "jobs", "runs", job["job_id"], "--limit", "4", "--all").json()
+    everything = cli("jobs", "runs", job["job_id"], "--limit", "4", "--all", "-o", "json").json()
     times = [run["scheduled_for"] for run in everything["items"]]
     assert len(times) == len(set(times)) == 30
     assert times == sorted(times, reverse=True)
@@ -350,7 +564,7 @@ def test_job_runs_follow_every_page_with_all(cli: Cli) -> None:
 
 def test_runs_retry_reopens_a_dead_run(cli: Cli) -> None:
     job = cli.create("retry-me")
-    run = cli("--json", "jobs", "trigger", job["job_id"]).json()
+    run = cli("jobs", "trigger", job["job_id"], "-o", "json").json()
     # A run still waiting in the queue can't be retried: the API says why.
     refused = cli("runs", "retry", run["run_id"])
     assert refused.code == 1
@@ -361,11 +575,202 @@ def test_runs_retry_reopens_a_dead_run(cli: Cli) -> None:
     assert f"retrying run {run['run_id']}: ENQUEUED" in retried.out
 
 
+def triggered(cli: Cli, job: str, statuses: list[str]) -> list[str]:
+    """Runs of ``job`` triggered by hand, in order (each scheduled when it is triggered), put in
+    ``statuses``."""
+    run_ids = []
+    for status in statuses:
+        run_id = cli("jobs", "trigger", job, "-o", "json").json()["run_id"]
+        set_run_status("acme", run_id, status)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def test_runs_list_filters_by_status_job_and_time(cli: Cli) -> None:
+    cli.create("first")
+    cli.create("second")
+    ones = triggered(cli, "first", ["DEAD", "FAILED", "SUCCEEDED"])
+    twos = triggered(cli, "second", ["DEAD"])
+
+    def listed(*flags: str) -> list[str]:
+        result = cli("runs", "list", *flags, "-o", "json")
+        assert result.code == 0, result.err
+        return [run["run_id"] for run in result.json()["items"]]
+
+    assert listed() == [twos[0], *ones[::-1]]
+    assert listed("--status", "dead") == [twos[0], ones[0]]
+    assert listed("--status", "DEAD", "--status", "FAILED", "--job", "first") == [ones[1], ones[0]]
+    assert listed("--job", "second") == twos
+    assert listed("--limit", "2") == [twos[0], ones[2]]
+    middle = cli("runs", "get", ones[1], "-o", "json").json()["scheduled_for"]
+    assert listed("--since", middle, "--job", "first") == [ones[2], ones[1]]
+    assert listed("--until", middle, "--job", "first") == [ones[0]]
+    assert listed("--since", "1h") == listed()
+    table = cli("runs", "list", "--status", "DEAD")
+    assert [row.split()[0] for row in table.out.splitlines()[1:]] == [twos[0], ones[0]]
+    assert cli("runs", "list", "--status", "NAPPING").code == 2
+
+
+def test_dead_letters_lists_the_dead_runs_and_retries_them(cli: Cli) -> None:
+    cli.create("failing")
+    dead = triggered(cli, "failing", ["DEAD", "SUCCEEDED", "DEAD"])
+    listed = cli("dead-letters")
+    assert listed.code == 0, listed.err
+    assert [row.split()[0] for row in listed.out.splitlines()[1:]] == [dead[2], dead[0]]
+    assert [
+        run["run_id"] for run in cli("dead-letters", "--job", "failing", "-o", "json").json()["items"]
+    ] == [
+        dead[2],
+        dead[0],
+    ]
+    retried = cli("dead-letters", "--retry")
+    assert retried.code == 0, retried.err
+    assert f"retrying run {dead[2]}: ENQUEUED" in retried.out
+    assert f"retrying run {dead[0]}: ENQUEUED" in retried.out
+    assert "retried 2 of 2 runs" in retried.err
+    assert cli("dead-letters").out.strip() == "no runs"
+    assert cli("dead-letters", "--retry").err.strip() == "no dead runs to retry"
+
+
+# --- apply, export ------------------------------------------------------------------------------------------
+SPECS = """\
+name: nightly-report
+schedule: {type: cron, expression: "0 3 * * *", timezone: Europe/Paris}
+target: {type: http, url: "https://hooks.example.com/nightly"}
+payload: {report: nightly}
+retry: {max_attempts: 3}
+---
+name: hourly-sync
+schedule: {type: rate, every_seconds: 3600}
+target: {type: http, url: "https://hooks.example.com/sync", headers: {X-Team: ops}}
+tags: {team: ops}
+"""
+
+
+def test_apply_creates_then_updates_by_name_and_then_changes_nothing(cli: Cli, tmp_path: Path) -> None:
+    cli.create("hourly-sync", "--rate", "1h", "--url", "https://hooks.example.com/sync")  # exists already
+    specs = tmp_path / "jobs.yaml"
+    specs.write_text(SPECS)
+    applied = cli("apply", "-f", str(specs))
+    assert applied.code == 0, applied.err
+    created = re.search(r"^job nightly-report created \(([0-9A-Z]{26})\)$", applied.out, re.MULTILINE)
+    assert created
+    assert "job hourly-sync updated: target, tags" in applied.out
+    assert applied.out.splitlines()[-1] == "applied 2 specs: 1 created, 1 updated, 0 unchanged, 0 failed"
+    nightly = cli("jobs", "get", created.group(1), "-o", "json").json()
+    assert (nightly["payload"], nightly["retry"]["max_attempts"]) == ({"report": "nightly"}, 3)
+    sync = cli("jobs", "get", "hourly-sync", "-o", "json").json()
+    assert (sync["target"]["headers"], sync["tags"]) == ({"X-Team": "ops"}, {"team": "ops"})
+
+    again = cli("apply", "-f", str(specs))
+    assert again.code == 0, again.err
+    assert "job nightly-report unchanged" in again.out
+    assert "job hourly-sync unchanged" in again.out
+    assert cli("jobs", "get", "hourly-sync", "-o", "json").json()["version"] == sync["version"]
+
+    # A list in JSON, from stdin: a field left out of a spec goes back to its default.
+    as_list = json.dumps([{**yaml.safe_load(SPECS.split("---")[0]), "retry": {"max_attempts": 4}}])
+    changed = cli("apply", "-f", "-", "-o", "json", stdin=as_list)
+    assert changed.code == 0, changed.err
+    [outcome] = changed.json()
+    assert (outcome["name"], outcome["action"], outcome["changes"]) == (
+        "nightly-report",
+        "updated",
+        ["retry"],
+    )
+    assert outcome["job"]["retry"]["max_attempts"] == 4
+
+
+def test_apply_dry_run_shows_a_diff_and_changes_nothing(cli: Cli, tmp_path: Path) -> None:
+    before = cli.create(
+        "nightly-report",
+        "--cron",
+        "0 2 * * *",
+        "--timezone",
+        "Europe/Paris",
+        "--url",
+        "https://hooks.example.com/nightly",
+    )
+    specs = tmp_path / "jobs.yaml"
+    specs.write_text(SPECS)
+    dry = cli("apply", "-f", str(specs), "--dry-run")
+    assert dry.code == 0, dry.err
+    assert "job nightly-report would be updated: schedule, payload, retry" in dry.out
+    assert "--- nightly-report (current)\n+++ nightly-report (applied)" in dry.out
+    assert "-  expression: 0 2 * * *\n+  expression: 0 3 * * *" in dry.out
+    assert "+payload:\n+  report: nightly" in dry.out
+    assert "job hourly-sync would be created" in dry.out
+    assert "+name: hourly-sync" in dry.out
+    assert dry.out.splitlines()[-1] == "dry run: 1 to create, 1 to update, 0 unchanged; nothing was changed"
+    listed = cli("jobs", "list", "-o", "json").json()["items"]
+    assert listed == [cli("jobs", "get", before["job_id"], "-o", "json").json()]
+    assert listed[0]["version"] == before["version"]
+    as_json = cli("apply", "-f", str(specs), "--dry-run", "-o", "json").json()
+    assert [(outcome["action"], outcome["changes"]) for outcome in as_json] == [
+        ("updated", ["schedule", "payload", "retry"]),
+        ("created", ["name", "schedule", "target", "tags"]),
+    ]
+    assert as_json[0]["patch"]["schedule"] == {"expression": "0 3 * * *"}
+
+
+def test_export_prints_only_what_a_user_sets_and_apply_takes_it_back(cli: Cli) -> None:
+    job = cli.create(
+        "exported", "--cron", "0 9 * * 1-5", "--timezone", "America/New_York", "--exclude-holidays", "US-NY",
+        "--url", "https://hooks.example.com/e", "--payload", '{"k": [1, 2]}', "--max-attempts", "2",
+    )  # fmt: skip
+    exported = cli("jobs", "export", "exported")
+    assert exported.code == 0, exported.err
+    assert exported.yaml() == {
+        "name": "exported",
+        "schedule": {
+            "exclude": {"holidays": ["US-NY"]},
+            "type": "cron",
+            "expression": "0 9 * * 1-5",
+            "timezone": "America/New_York",
+        },
+        "target": {"type": "http", "url": "https://hooks.example.com/e"},
+        "payload": {"k": [1, 2]},
+        "retry": {"max_attempts": 2},
+    }
+    assert cli("export", job["job_id"], "-o", "json").json() == exported.yaml()
+    round_trip = cli("apply", "-f", "-", stdin=exported.out)
+    assert round_trip.code == 0, round_trip.err
+    assert "job exported unchanged" in round_trip.out
+    assert cli("jobs", "get", "exported", "-o", "json").json()["version"] == job["version"]
+
+    cli.create("second")
+    everything = cli("jobs", "export", "--all")
+    documents = list(yaml.safe_load_all(everything.out))
+    assert [document["name"] for document in documents] == ["second", "exported"]
+    assert not any(READ_ONLY & set(document) for document in documents)
+    assert "unchanged" in cli("apply", "-f", "-", stdin=everything.out).out
+    assert cli("jobs", "export").code == 2  # neither names nor --all
+
+
+def test_apply_refuses_bad_specs_and_still_applies_the_good_ones(cli: Cli, tmp_path: Path) -> None:
+    no_name = cli("apply", "-f", "-", stdin="schedule: {type: rate, every_seconds: 60}\n")
+    assert no_name.code == 2
+    assert "has no name" in no_name.err
+    twice = cli("apply", "-f", "-", stdin=SPECS + "---\n" + SPECS.split("---")[0])
+    assert twice.code == 2
+    assert "more than one spec names 'nightly-report'" in twice.err
+    bad = SPECS.replace('expression: "0 3 * * *"', 'expression: "0 3 * *"')
+    partly = cli("apply", "-f", "-", stdin=bad)
+    assert partly.code == 1
+    assert "error: invalid_schedule: job nightly-report:" in partly.err
+    assert "(field: schedule.expression)" in partly.err
+    assert "job hourly-sync created" in partly.out
+    assert [job["name"] for job in cli("jobs", "list", "-o", "json").json()["items"]] == ["hourly-sync"]
+    missing = cli("apply", "-f", str(tmp_path / "absent.yaml"))
+    assert missing.code == 2
+    assert "cannot read" in missing.err
+
+
 # --- preview, stats -----------------------------------------------------------------------------------------
 def test_preview_lists_fire_times_across_a_dst_change(cli: Cli) -> None:
     args = ("preview", "--cron", "30 2 * * *", "--timezone", "America/New_York")
     window = ("--after", "2025-03-08T12:00:00-05:00", "--count", "2")
-    document = cli("--json", *args, *window)
+    document = cli(*args, *window, "-o", "json")
     assert document.code == 0, document.err
     assert document.json()["fire_times"] == ["2025-03-09T07:00:00Z", "2025-03-10T06:30:00Z"]
     assert document.json()["description"] == "At 02:30, America/New_York"
@@ -386,7 +791,7 @@ def test_preview_marks_holidays_windows_and_jitter(cli: Cli) -> None:
         "--exclude-holidays", "US-NY", "--exclude-window", "* * * * SAT,SUN", "--jitter", "10m",
         "--after", "2026-11-24T00:00:00Z", "--count", "3",
     )  # fmt: skip
-    document = cli("--json", *args)
+    document = cli(*args, "-o", "json")
     assert document.code == 0, document.err
     sent = document.json()
     assert sent["fire_times"] == ["2026-11-24T14:00:00Z", "2026-11-25T14:00:00Z", "2026-11-27T14:00:00Z"]
@@ -438,15 +843,15 @@ def test_a_bad_holiday_calendar_is_named_by_the_api(cli: Cli) -> None:
 def test_preview_needs_a_schedule(cli: Cli) -> None:
     result = cli("preview", "--count", "3")
     assert result.code == 2
-    assert "one of the arguments --at --cron --rate is required" in result.err
+    assert "preview needs a schedule: one of --at, --cron or --rate" in result.err
 
 
 def test_stats(cli: Cli) -> None:
     cli.create("a")
-    paused = cli.create("b")
-    cli("jobs", "pause", paused["job_id"])
-    cli("jobs", "trigger", paused["job_id"])
-    document = cli("--json", "stats")
+    cli.create("b")
+    cli("jobs", "pause", "b")
+    cli("jobs", "trigger", "b")
+    document = cli("stats", "-o", "json")
     assert document.code == 0, document.err
     assert document.json()["jobs"]["ACTIVE"] == 1
     assert document.json()["jobs"]["PAUSED"] == 1
@@ -464,8 +869,9 @@ def test_an_api_error_prints_code_message_and_field(cli: Cli) -> None:
     assert result.code == 1
     assert result.err.startswith("error: invalid_schedule: ")
     assert "(field: schedule.expression)" in result.err
+    assert "Traceback" not in result.err
     assert result.out == ""
-    assert cli("--json", "jobs", "list").json()["items"] == []
+    assert cli("jobs", "list", "-o", "json").json()["items"] == []
 
 
 def test_every_detail_of_a_refusal_is_shown(cli: Cli) -> None:
@@ -474,12 +880,6 @@ def test_every_detail_of_a_refusal_is_shown(cli: Cli) -> None:
     first, *others = result.err.splitlines()
     assert first.startswith("error: invalid_schedule: ")
     assert any(line.startswith("  - invalid_target: ") and "(field: target.url)" in line for line in others)
-
-
-def test_an_unknown_job_is_not_found(cli: Cli) -> None:
-    result = cli("jobs", "get", "01NOSUCHJOB")
-    assert result.code == 1
-    assert "error: not_found:" in result.err
 
 
 def test_a_wrong_token_is_unauthorized_and_never_printed(cli: Cli) -> None:
@@ -495,81 +895,173 @@ def test_no_token_is_a_usage_error(cli: Cli) -> None:
     assert "TICKWORK_TOKEN" in result.err
 
 
-def test_the_token_comes_from_the_environment(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TICKWORK_TOKEN", ACME)
-    monkeypatch.setenv("TICKWORK_API_URL", cli.url)
-    code = main(["--json", "stats"])
-    out, _ = cli.capsys.readouterr()
-    assert code == 0
-    assert "queue_depth" in json.loads(out)
-    assert ACME not in out
+def test_the_url_and_token_come_from_the_environment(cli: Cli) -> None:
+    result = invoke("stats", "-o", "json", env={"TICKWORK_TOKEN": ACME, "TICKWORK_API_URL": cli.url})
+    assert result.code == 0, result.err
+    assert "queue_depth" in result.json()
+    assert ACME not in result.out
 
 
-def test_an_unreachable_api_exits_3_with_the_url(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreachable_api_exits_3_with_the_url() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    code = main(["--api-url", url, "--token", ACME, "--timeout", "5", "jobs", "list"])
-    _, err = capsys.readouterr()
-    assert code == 3
-    assert f"cannot reach the tickwork API at {url}/v1/jobs" in err
-    assert ACME not in err
+    result = invoke("--api-url", url, "--token", ACME, "--timeout", "5", "--retries", "0", "jobs", "list")
+    assert result.code == 3
+    assert f"GET {url}/v1/jobs: cannot reach the API" in result.err
+    assert ACME not in result.err
 
 
-# --- help ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("argv", "says"),
-    [
-        ([], "manage jobs of the tickwork scheduler"),
-        (["local"], "Run tickwork locally"),
-        (["jobs"], "Create, list, inspect and manage jobs"),
-        (["jobs", "create"], "Create a job"),
-        (["jobs", "list"], "List the tenant's jobs"),
-        (["jobs", "get"], "Show one job"),
-        (["jobs", "pause"], "Pause a job"),
-        (["jobs", "resume"], "Resume a paused job"),
-        (["jobs", "cancel"], "Cancel a job"),
-        (["jobs", "trigger"], "Run a job now"),
-        (["jobs", "runs"], "List a job's run history"),
-        (["runs"], "Inspect one run, or retry"),
-        (["runs", "get"], "Show one run with all its attempts"),
-        (["runs", "retry"], "Retry a FAILED, DEAD or ABANDONED run"),
-        (["preview"], "Show the next fire times of a schedule"),
-        (["stats"], "Show the tenant's health"),
-        (["tenants"], "Administer tenants"),
-        (["tenants", "create"], "Create a tenant"),
-        (["receive"], "Run a small webhook receiver"),
-    ],
-)
-def test_help_exits_0_and_says_what_the_command_does(
-    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main([*argv, "--help"]) == 0
-    out = " ".join(capsys.readouterr().out.split())  # undo the help formatter's line wrapping
-    assert out.startswith("usage: tickwork")
-    assert says in out
+# --- retries: a stub that answers 429 first -----------------------------------------------------------------
+JOB_ID = "01JGZ4M8Q3V5XKQ1T7B2N6C9DE"
 
 
-def test_every_option_has_a_help_string() -> None:
-    def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                for name, sub in action.choices.items():
-                    yield from walk(sub, f"{path} {name}")
-            else:
-                yield path, action
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    server = Stub()
+    thread = start_in_thread(server.server)
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+    thread.join(timeout=5)
 
-    missing = [(path, action.dest) for path, action in walk(build_parser(), "tickwork") if not action.help]
-    assert missing == []
+
+def test_a_429_is_sent_again_after_its_retry_after(stub: Stub) -> None:
+    stub.script(rate_limited("1"), Reply(200, {**JOB, "job_id": JOB_ID}))
+    started = time.monotonic()
+    result = invoke("--api-url", stub.url, "--token", "tw_x", "jobs", "get", JOB_ID, "-o", "json")
+    assert result.code == 0, result.err
+    assert time.monotonic() - started >= 1.0  # the wait the API asked for
+    assert result.json()["job_id"] == JOB_ID
+    assert [seen.path for seen in stub.seen] == [f"/v1/jobs/{JOB_ID}"] * 2
+
+    stub.script(rate_limited("1"), Reply(200, {**JOB, "job_id": JOB_ID}))
+    refused = invoke("--api-url", stub.url, "--token", "tw_x", "--retries", "0", "jobs", "get", JOB_ID)
+    assert refused.code == 1
+    assert refused.err.startswith("error: rate_limited: slow down")
+    assert len(stub.seen) == 3
+
+
+# --- help, completion, version ------------------------------------------------------------------------------
+def command_paths() -> list[list[str]]:
+    """Every command and group of the CLI, as the words that name it."""
+    paths: list[list[str]] = []
+
+    def walk(command: Any, path: list[str], parent: Any) -> None:
+        paths.append(path)
+        ctx = command.make_context(
+            path[-1] if path else "tickwork", [], parent=parent, resilient_parsing=True
+        )
+        for name in getattr(command, "list_commands", lambda ctx: [])(ctx):
+            walk(command.get_command(ctx, name), [*path, name], ctx)
+
+    walk(typer.main.get_command(app), [], None)
+    return paths
+
+
+COMMANDS = command_paths()
+
+
+def test_the_command_tree_is_the_one_documented() -> None:
+    names = {" ".join(path) for path in COMMANDS}
+    assert names >= {
+        "jobs create", "jobs list", "jobs get", "jobs update", "jobs pause", "jobs resume", "jobs cancel",
+        "jobs trigger", "jobs runs", "jobs export", "runs list", "runs get", "runs retry", "runs watch",
+        "dead-letters", "apply", "export", "preview", "stats", "tenants create", "local", "receive",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("path", COMMANDS, ids=lambda path: " ".join(path) or "tickwork")
+def test_every_command_has_help_with_an_example(path: list[str]) -> None:
+    result = invoke(*path, "--help")
+    assert result.code == 0, result.err
+    assert result.out.lstrip().startswith(f"Usage: {' '.join(['tickwork', *path])}")
+    assert "Example" in result.out
+
+
+@pytest.fixture
+def shell_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The completion options take the shell's name rather than guess it from the parent process (Typer
+    reads this variable when it builds the command, before the test runner sets its environment)."""
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+
+
+@pytest.mark.usefixtures("shell_named")
+def test_the_show_completion_option_prints_a_bash_script() -> None:
+    shown = invoke("--show-completion", "bash")
+    assert shown.code == 0, shown.err
+    assert "_TICKWORK_COMPLETE=complete_bash" in shown.out
+    assert "complete -o default -F _tickwork_completion tickwork" in shown.out
+    # The script's protocol: given the words typed so far, the CLI answers with what may come next.
+    words = invoke(
+        env={"_TICKWORK_COMPLETE": "complete_bash", "COMP_WORDS": "tickwork jo", "COMP_CWORD": "1"}
+    )
+    assert words.out.split() == ["jobs"]
+    words = invoke(
+        env={"_TICKWORK_COMPLETE": "complete_bash", "COMP_WORDS": "tickwork runs w", "COMP_CWORD": "2"}
+    )
+    assert words.out.split() == ["watch"]
+
+
+@pytest.mark.usefixtures("shell_named")
+def test_installing_completion_writes_a_completion_file(tmp_path: Path) -> None:
+    installed = invoke("--install-completion", "bash", env={"HOME": str(tmp_path)})
+    assert installed.code == 0, installed.err
+    script = tmp_path / ".bash_completions" / "tickwork.sh"
+    assert "_tickwork_completion" in script.read_text()
+    assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.code == 0
+    assert result.out.startswith("tickwork ")
+
+
+HEAVY = ("tickwork", "tickwork_client", "boto3", "botocore", "moto")
+LOADED = f"""
+import sys
+from tickwork_local.cli import main
+code = main(sys.argv[1:])
+print(sorted({{name.split(".")[0] for name in sys.modules}} & set({HEAVY!r})), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["jobs", "--help"], ["apply", "--help"]])
+def test_help_loads_no_server_code_boto3_or_moto(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "[]"
+    assert "Example" in done.stdout
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tickwork_local.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("tickwork ")
+
+
+def test_main_returns_the_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["jobs", "--help"]) == 0
+    assert main(["jobs", "frobnicate"]) == 2
+    assert "No such command" in capsys.readouterr().err
 
 
 # --- tenants create -----------------------------------------------------------------------------------------
-def test_tenants_create_makes_a_tenant_whose_token_works(
-    cli: Cli, dynamodb: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["--json", "tenants", "create", "initech", "--max-jobs", "7"]) == 0
-    created = json.loads(capsys.readouterr().out)
+def test_tenants_create_makes_a_tenant_whose_token_works(cli: Cli, dynamodb: Any) -> None:
+    made = invoke("tenants", "create", "initech", "--max-jobs", "7", "-o", "json")
+    assert made.code == 0, made.err
+    created = made.json()
     assert created["tenant_id"] == "initech"
     assert created["token"].startswith("tw_")
     stored = DynamoTenantStore(dynamodb, table=tables.TENANTS.default_name).get("initech")
@@ -577,39 +1069,34 @@ def test_tenants_create_makes_a_tenant_whose_token_works(
     assert stored.max_jobs == 7
     # The new token works against the API, and sees only the new tenant's (empty) list.
     cli.create("acme-only")
-    assert cli("--json", "jobs", "list", token=created["token"]).json()["items"] == []
-    made = cli(
-        "--json", "jobs", "create", "--name", "initech-job", *DEFAULT_JOB_FLAGS, token=created["token"]
-    )
-    assert made.code == 0, made.err
-    assert [job["name"] for job in cli("--json", "jobs", "list").json()["items"]] == ["acme-only"]
+    assert cli("jobs", "list", "-o", "json", token=created["token"]).json()["items"] == []
+    job = cli("jobs", "create", "--name", "initech-job", *DEFAULT_JOB_FLAGS, token=created["token"])
+    assert job.code == 0, job.err
+    assert [job["name"] for job in cli("jobs", "list", "-o", "json").json()["items"]] == ["acme-only"]
 
 
-def test_tenants_create_prints_the_token_once_in_text(
-    capsys: pytest.CaptureFixture[str], dynamodb: Any
-) -> None:
-    assert main(["tenants", "create", "hooli"]) == 0
-    out = capsys.readouterr().out
-    assert "created tenant hooli" in out
-    token_lines = [line for line in out.splitlines() if line.startswith("token ")]
+def test_tenants_create_prints_the_token_once_in_text(dynamodb: Any) -> None:
+    result = invoke("tenants", "create", "hooli")
+    assert result.code == 0, result.err
+    assert "created tenant hooli" in result.out
+    token_lines = [line for line in result.out.splitlines() if line.startswith("token ")]
     assert len(token_lines) == 1
     assert "tw_" in token_lines[0]
     assert "shown once" in token_lines[0]
 
 
-def test_tenants_create_refuses_a_bad_name(capsys: pytest.CaptureFixture[str], dynamodb: Any) -> None:
+def test_tenants_create_refuses_a_bad_name(dynamodb: Any) -> None:
     before = dynamodb.scan(TableName=tables.TENANTS.default_name)["Count"]
-    assert main(["tenants", "create", "Bad Name!"]) == 2
-    err = capsys.readouterr().err
-    assert "tenant id 'Bad Name!' is not valid" in err
+    result = invoke("tenants", "create", "Bad Name!")
+    assert result.code == 2
+    assert "tenant id 'Bad Name!' is not valid" in result.err
     assert dynamodb.scan(TableName=tables.TENANTS.default_name)["Count"] == before
 
 
-def test_tenants_create_refuses_an_existing_tenant(
-    tenants: dict[str, Tenant], capsys: pytest.CaptureFixture[str], dynamodb: Any
-) -> None:
-    assert main(["tenants", "create", "acme"]) == 1
-    assert "error: conflict: tenant 'acme' already exists" in capsys.readouterr().err
+def test_tenants_create_refuses_an_existing_tenant(tenants: dict[str, Tenant], dynamodb: Any) -> None:
+    result = invoke("tenants", "create", "acme")
+    assert result.code == 1
+    assert "error: conflict: tenant 'acme' already exists" in result.err
     # The existing signing secret, which acme's receivers check, is untouched.
     stored = DynamoTenantStore(dynamodb, table=tables.TENANTS.default_name).get("acme")
     assert stored.signing_secret == tenants["acme"].signing_secret
@@ -700,3 +1187,13 @@ def test_receive_without_a_secret_prints_json_lines() -> None:
     assert record["attempt"] == 2
     assert record["payload"] == {"report": "daily"}
     assert "signature" not in record  # nothing was checked without --secret
+
+
+def test_receive_on_a_port_in_use_is_one_error_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke("receive", "--port", str(port))
+    assert result.code == 1
+    assert result.err.strip().startswith(f"error: cannot_listen: cannot listen on 127.0.0.1:{port}")

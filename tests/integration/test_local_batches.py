@@ -10,17 +10,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from tickwork.domain.models import JobSpec
 from tickwork.runtime import runtime
 from tickwork_local import harness
-from tickwork_local.cli import build_parser, main
+from tickwork_local.cli import main
+from tickwork_local.cli.app import app
 from tickwork_local.harness import Receiver
 from tickwork_local.stack import running_in_thread
 
 
+def local_options(*arguments: str) -> dict[str, Any]:
+    """What `tickwork local ARGUMENTS` would run with: its options parsed, nothing started."""
+    group = typer.main.get_command(app)
+    root = group.make_context("tickwork", ["local"])
+    command = group.get_command(root, "local")  # type: ignore[attr-defined]
+    assert command is not None
+    return dict(command.make_context("local", list(arguments), parent=root).params)
+
+
 def test_the_batch_size_is_an_option_from_1_to_10(capsys: pytest.CaptureFixture[str]) -> None:
-    assert build_parser().parse_args(["local", "--batch-size", "3"]).batch_size == 3
-    assert build_parser().parse_args(["local"]).batch_size == 10
+    assert local_options("--batch-size", "3")["batch_size"] == 3
+    assert local_options()["batch_size"] == 10
     for refused in ("0", "11", "ten"):
         assert main(["local", "--batch-size", refused]) == 2
         assert "--batch-size" in capsys.readouterr().err

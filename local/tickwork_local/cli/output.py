@@ -1,0 +1,499 @@
+"""How the CLI prints: Rich tables and colours on a terminal, plain aligned text when stdout is a pipe or a
+file, and the API's own objects as JSON or YAML with ``-o json|yaml``.
+
+- Colour only on a terminal, and never with ``NO_COLOR`` set (https://no-color.org).
+- Plain text never wraps, so a line of a table stays one line for ``grep`` and ``awk``.
+- JSON and YAML carry no colour and no decoration: they are for scripts.
+- Notes, hints, progress and errors go to stderr; stdout holds only the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from enum import StrEnum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from tickwork_local.cli.errors import CliError, clean
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class Format(StrEnum):
+    TABLE = "table"
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+
+# A table cell: its text, or its text and a Rich style (shown only on a colour terminal).
+Cell = str | tuple[str, str]
+
+STATUS_STYLES = {
+    # jobs
+    "ACTIVE": "green",
+    "PAUSED": "yellow",
+    "COMPLETED": "blue",
+    # runs
+    "PLANNED": "blue",
+    "ENQUEUED": "blue",
+    "RUNNING": "cyan",
+    "RETRY_WAIT": "yellow",
+    "SUCCEEDED": "green",
+    "FAILED": "red",
+    "DEAD": "bold red",
+    "ABANDONED": "red",
+    "MISSED": "magenta",
+    "SKIPPED": "dim",
+    "CANCELLED": "dim",
+}
+
+
+def no_color() -> bool:
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def make_console(*, stderr: bool) -> Console:
+    """A Rich console on stdout (or stderr), whichever stream that is when it writes (a test runner's, or
+    a progress bar's proxy)."""
+    from rich.console import Console
+
+    # No colour system at all under NO_COLOR: not even bold or dim escape codes.
+    return Console(stderr=stderr, highlight=False, color_system=None if no_color() else "auto")
+
+
+def text(value: Any) -> str:
+    """A value as one line of text: ``-`` for nothing, JSON for lists and objects."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, int | float):
+        return str(value)
+    return clean(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def status(value: Any) -> Cell:
+    shown = text(value)
+    return (shown, STATUS_STYLES.get(shown, ""))
+
+
+def plain(cell: Cell) -> str:
+    return cell if isinstance(cell, str) else cell[0]
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> str:
+    cells = [[plain(cell) for cell in row] for row in rows]
+    widths = [max([len(header), *(len(row[i]) for row in cells)]) for i, header in enumerate(headers)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [list(headers), *cells]
+    ]
+    return "\n".join(lines)
+
+
+def plain_fields(pairs: Sequence[tuple[str, Cell]]) -> str:
+    width = max(len(name) for name, _ in pairs)
+    return "\n".join(f"{name.ljust(width)}  {plain(value) or '-'}".rstrip() for name, value in pairs)
+
+
+def dump(document: Any, format: Format) -> str:
+    """The document as JSON or YAML text, ending with a newline."""
+    if format is Format.YAML:
+        return dump_yaml([document])
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def dump_yaml(documents: Sequence[Any]) -> str:
+    import yaml
+
+    return str(
+        yaml.safe_dump_all(
+            documents, sort_keys=False, allow_unicode=True, default_flow_style=False, explicit_start=None
+        )
+    )
+
+
+class Output:
+    """Where a command's answer goes, and in which form."""
+
+    def __init__(self, format: Format):
+        self.format = format
+
+    @cached_property
+    def out(self) -> Console:
+        return make_console(stderr=False)
+
+    @cached_property
+    def err(self) -> Console:
+        return make_console(stderr=True)
+
+    @property
+    def machine(self) -> bool:
+        """JSON or YAML: the API's objects, for scripts."""
+        return self.format in (Format.JSON, Format.YAML)
+
+    @property
+    def wide(self) -> bool:
+        return self.format is Format.WIDE
+
+    @property
+    def terminal(self) -> bool:
+        return self.out.is_terminal
+
+    # --- answers (stdout) -----------------------------------------------------------------------------------
+    def document(self, document: Any) -> None:
+        """The API's object (or a list of them) as JSON or YAML."""
+        sys.stdout.write(dump(document, Format.YAML if self.format is Format.YAML else Format.JSON))
+        sys.stdout.flush()
+
+    def documents(self, documents: Sequence[Any]) -> None:
+        """Several objects: one YAML document each, or a JSON list."""
+        if self.format is Format.YAML:
+            sys.stdout.write(dump_yaml(documents))
+        else:
+            sys.stdout.write(json.dumps(list(documents), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, empty: str) -> None:
+        if not rows:
+            self.line(empty)
+            return
+        if not self.terminal:
+            self.line(plain_table(headers, rows))
+            return
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        for row in rows:
+            table.add_row(*(Text(cell) if isinstance(cell, str) else Text(*cell) for cell in row))
+        self.out.print(table)
+
+    def fields(self, pairs: Sequence[tuple[str, Cell]]) -> None:
+        """An object as aligned ``name  value`` lines."""
+        if not self.terminal:
+            self.line(plain_fields(pairs))
+            return
+        from rich.table import Table
+        from rich.text import Text
+
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for name, value in pairs:
+            cell = Text(value or "-") if isinstance(value, str) else Text(value[0] or "-", value[1])
+            grid.add_row(name, cell)
+        self.out.print(grid)
+
+    def line(self, message: str = "", style: str | None = None) -> None:
+        if self.terminal and style:
+            self.out.print(message, style=style, markup=False, soft_wrap=True)
+        else:
+            sys.stdout.write(message + "\n")
+            sys.stdout.flush()
+
+    def event(self, cells: Sequence[Cell]) -> None:
+        """One line made of cells, two spaces apart (``runs watch``)."""
+        if not self.terminal:
+            self.line("  ".join(plain(cell) for cell in cells))
+            return
+        from rich.text import Text
+
+        line = Text()
+        for index, cell in enumerate(cells):
+            if index:
+                line.append("  ")
+            line.append(*((cell,) if isinstance(cell, str) else cell))
+        self.out.print(line, soft_wrap=True)
+
+    def diff(self, lines: Sequence[str]) -> None:
+        """A unified diff, its added lines green and removed ones red on a colour terminal."""
+        for line in lines:
+            style = None
+            if line.startswith(("+++", "---")):
+                style = "bold"
+            elif line.startswith("+"):
+                style = "green"
+            elif line.startswith("-"):
+                style = "red"
+            elif line.startswith("@@"):
+                style = "cyan"
+            self.line(line, style)
+
+    # --- around the answer (stderr) -------------------------------------------------------------------------
+    def note(self, message: str) -> None:
+        """A hint or a remark: on stderr, so that stdout holds only the answer."""
+        self.err.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
+
+    def error(self, error: CliError) -> None:
+        for line in error.lines():
+            self.err.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+
+    @contextmanager
+    def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """A Rich progress bar on stderr while the block runs, on a terminal only; yields ``advance(n)``."""
+        if not self.err.is_terminal:
+            yield _ignore
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        counter = MofNCompleteColumn() if total is not None else TextColumn("{task.completed}")
+        columns = [
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            counter,
+            TimeElapsedColumn(),
+        ]
+        # What the command prints meanwhile goes above the bar when stdout is the terminal too; when it is a
+        # pipe or a file, it goes there untouched.
+        redirect = self.out.is_terminal
+        with Progress(
+            *columns, console=self.err, transient=True, redirect_stdout=redirect, redirect_stderr=False
+        ) as progress:
+            task = progress.add_task(description, total=total)
+
+            def advance(count: int) -> None:
+                progress.advance(task, count)
+
+            yield advance
+
+    @contextmanager
+    def spinner(self, message: str) -> Iterator[Callable[[str], None]]:
+        """A Rich spinner on stderr while the block runs, on a terminal only; yields ``update(message)``."""
+        if not self.err.is_terminal:
+            yield _ignore
+            return
+        with self.err.status(message) as shown:
+
+            def update(message: str) -> None:
+                shown.update(message)
+
+            yield update
+
+
+def _ignore(value: Any) -> None:
+    """What ``progress`` and ``spinner`` yield when there is no terminal to show them on."""
+
+
+# --- what objects look like ---------------------------------------------------------------------------------
+def format_seconds(total: int) -> str:
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, total = divmod(total, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def schedule_summary(schedule: Any) -> str:
+    if not isinstance(schedule, dict):
+        return text(schedule)
+    kind = schedule.get("type")
+    if kind == "once":
+        return f"once at {text(schedule.get('at'))}"
+    if kind == "cron":
+        return f'cron "{text(schedule.get("expression"))}" {text(schedule.get("timezone") or "UTC")}'
+    if kind == "rate":
+        every = schedule.get("every_seconds")
+        return f"every {format_seconds(every)}" if isinstance(every, int) else "rate"
+    return text(kind)
+
+
+def target_summary(target: Any) -> str:
+    if not isinstance(target, dict):
+        return text(target)
+    kind = target.get("type")
+    if kind == "http":
+        return f"http {text(target.get('method') or 'POST')} {text(target.get('url'))}"
+    if kind == "eventbridge":
+        return f"eventbridge {text(target.get('event_bus_name'))} ({text(target.get('detail_type'))})"
+    for key in ("queue_url", "function_arn", "state_machine_arn"):
+        if key in target:
+            return f"{text(kind)} {text(target[key])}"
+    return text(kind)
+
+
+def last_error(run: Mapping[str, Any]) -> str:
+    """The error of the run's latest attempt that had one."""
+    for attempt in reversed([a for a in run.get("attempts") or [] if isinstance(a, dict)]):
+        if attempt.get("error_code"):
+            message = text(attempt.get("error_code"))
+            if attempt.get("error_message"):
+                message += ": " + text(attempt.get("error_message"))[:100]
+            return message
+    return text(run.get("reason"))
+
+
+def show_jobs(output: Output, jobs: Sequence[Mapping[str, Any]]) -> None:
+    headers = ["ID", "NAME", "STATUS", "SCHEDULE", "NEXT_FIRE_AT"]
+    if output.wide:
+        headers += ["TARGET", "LAST_RUN", "DESCRIPTION"]
+    rows: list[list[Cell]] = []
+    for job in jobs:
+        row: list[Cell] = [
+            text(job.get("job_id")),
+            text(job.get("name")),
+            status(job.get("status")),
+            schedule_summary(job.get("schedule")),
+            text(job.get("next_fire_at")),
+        ]
+        if output.wide:
+            last_run = job.get("last_run")
+            row += [
+                target_summary(job.get("target")),
+                status(last_run.get("status")) if isinstance(last_run, dict) else "-",
+                text(job.get("description")),
+            ]
+        rows.append(row)
+    output.table(headers, rows, empty="no jobs")
+
+
+def show_runs(output: Output, runs: Sequence[Mapping[str, Any]]) -> None:
+    headers = ["RUN_ID", "SCHEDULED_FOR", "STATUS", "ATTEMPT", "LAG_MS"]
+    if output.wide:
+        headers += ["TRIGGER", "STARTED_AT", "FINISHED_AT", "ERROR"]
+    rows: list[list[Cell]] = []
+    for run in runs:
+        row: list[Cell] = [
+            text(run.get("run_id")),
+            text(run.get("scheduled_for")),
+            status(run.get("status")),
+            text(run.get("attempt")),
+            text(run.get("lag_ms")),
+        ]
+        if output.wide:
+            row += [
+                text(run.get("trigger")),
+                text(run.get("started_at")),
+                text(run.get("finished_at")),
+                last_error(run),
+            ]
+        rows.append(row)
+    output.table(headers, rows, empty="no runs")
+
+
+def show_job(output: Output, job: Mapping[str, Any]) -> None:
+    state = job.get("status")
+    shown_status: Cell = status(state)
+    pause = job.get("pause")
+    if isinstance(pause, dict):
+        detail = f" (paused at {text(pause.get('paused_at'))} by {text(pause.get('paused_by'))}"
+        detail += f": {text(pause.get('reason'))})" if pause.get("reason") else ")"
+        shown_status = (text(state) + detail, STATUS_STYLES.get(text(state), ""))
+    last_run = job.get("last_run")
+    last: Cell = "-"
+    if isinstance(last_run, dict):
+        last = (
+            f"{text(last_run.get('run_id'))} {text(last_run.get('status'))}"
+            f" (attempt {text(last_run.get('attempt'))}, scheduled for {text(last_run.get('scheduled_for'))})"
+        )
+    retry = job.get("retry") if isinstance(job.get("retry"), dict) else {}
+    assert isinstance(retry, dict)
+    tags = job.get("tags") or {}
+    pairs: list[tuple[str, Cell]] = [
+        ("job_id", text(job.get("job_id"))),
+        ("name", text(job.get("name"))),
+        ("status", shown_status),
+        ("schedule", schedule_summary(job.get("schedule"))),
+        ("in words", text(job.get("schedule_description"))),
+        ("target", target_summary(job.get("target"))),
+        ("next_fire_at", text(job.get("next_fire_at"))),
+        ("last_run", last),
+        ("misfire", f"{text(job.get('misfire_policy'))} (grace {text(job.get('misfire_grace_seconds'))} s)"),
+        ("overlap", text(job.get("overlap_policy"))),
+        ("delivery", text(job.get("delivery"))),
+        ("retry", f"up to {text(retry.get('max_attempts'))} attempts" if retry else "-"),
+        ("jitter", format_seconds(job["jitter_seconds"]) if job.get("jitter_seconds") else "-"),
+        ("description", text(job.get("description"))),
+        ("payload", text(job.get("payload"))),
+        (
+            "tags",
+            ", ".join(f"{text(k)}={text(v)}" for k, v in tags.items()) if isinstance(tags, dict) else "-",
+        ),
+        ("version", text(job.get("version"))),
+        ("created_at", text(job.get("created_at"))),
+        ("updated_at", text(job.get("updated_at"))),
+    ]
+    if job.get("cancelled_at"):
+        pairs.append(("cancelled_at", text(job.get("cancelled_at"))))
+    output.fields(pairs)
+
+
+RUN_FIELDS = (
+    "run_id",
+    "job_id",
+    "status",
+    "trigger",
+    "scheduled_for",
+    "attempt",
+    "lag_ms",
+    "enqueued_at",
+    "started_at",
+    "finished_at",
+    "retry_at",
+    "reason",
+)
+
+
+def show_run(output: Output, run: Mapping[str, Any]) -> None:
+    output.fields(
+        [(key, status(run.get(key)) if key == "status" else text(run.get(key))) for key in RUN_FIELDS]
+    )
+    attempts = [attempt for attempt in run.get("attempts") or [] if isinstance(attempt, dict)]
+    if not attempts:
+        output.line("attempts       none yet")
+        return
+    rows: list[list[Cell]] = []
+    for attempt in attempts:
+        error = "-"
+        if attempt.get("error_code"):
+            error = text(attempt.get("error_code"))
+            if attempt.get("error_message"):
+                error += ": " + text(attempt.get("error_message"))[:100]
+        rows.append(
+            [
+                text(attempt.get("attempt")),
+                text(attempt.get("started_at")),
+                text(attempt.get("finished_at")),
+                text(attempt.get("duration_ms")),
+                status(attempt.get("outcome")),
+                text(attempt.get("worker_id")),
+                error,
+            ]
+        )
+    output.line()
+    output.line("attempts:")
+    headers = ["ATTEMPT", "STARTED_AT", "FINISHED_AT", "DURATION_MS", "OUTCOME", "WORKER", "ERROR"]
+    output.table(headers, rows, empty="none yet")
+
+
+def run_event(run: Mapping[str, Any], seen_at: datetime) -> list[Cell]:
+    """One line of ``runs watch``: when it was seen, and where the run stands."""
+    return [
+        seen_at.strftime("%H:%M:%S"),
+        text(run.get("run_id")),
+        status(run.get("status")),
+        f"attempt={text(run.get('attempt'))}",
+        f"scheduled_for={text(run.get('scheduled_for'))}",
+        f"lag_ms={text(run.get('lag_ms'))}",
+    ]

@@ -1,0 +1,51 @@
+"""`tickwork stats`: the tenant's health."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from tickwork_local.cli.jobs import as_json
+from tickwork_local.cli.options import OutputOption, examples
+from tickwork_local.cli.output import Cell, format_seconds, text
+from tickwork_local.cli.session import Session, command
+
+EPILOG = examples(
+    "tickwork stats",
+    "tickwork stats -o json | jq .queue_depth",
+)
+
+
+def stats(ctx: typer.Context, output: OutputOption = None) -> None:
+    """Show the tenant's health.
+
+    Jobs by status, runs by status over the last hour, trigger lag percentiles and queue depth."""
+    session = Session(ctx, output)
+    document = as_json(session.client.stats())
+    if session.output.machine:
+        session.output.document(document)
+        return
+
+    def counts(value: Any, *, all_of_them: bool) -> str:
+        if not isinstance(value, dict):
+            return text(value)
+        shown = [f"{text(name)} {text(count)}" for name, count in value.items() if all_of_them or count]
+        return ", ".join(shown) or "none"
+
+    lag = document.get("trigger_lag_ms") if isinstance(document.get("trigger_lag_ms"), dict) else {}
+    assert isinstance(lag, dict)
+    window = document.get("window_seconds")
+    span = format_seconds(window) if isinstance(window, int) else text(window)
+    lags = ", ".join(f"{name} {text(lag.get(name))}" for name in ("p50", "p95", "p99"))
+    pairs: list[tuple[str, Cell]] = [
+        ("jobs", counts(document.get("jobs"), all_of_them=True)),
+        (f"runs (last {span})", counts(document.get("runs"), all_of_them=False)),
+        ("trigger lag (ms)", f"{lags} (sampled runs: {text(document.get('sampled_runs'))})"),
+        ("queue depth", text(document.get("queue_depth"))),
+    ]
+    session.output.fields(pairs)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("stats", epilog=EPILOG, rich_help_panel="Schedules and health")(command(stats))
