@@ -15,6 +15,7 @@ from tickwork.app.planner import Planner
 from tickwork.app.ports import Dispatch
 from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, parse_run_id, scheduled_run_id
 from tickwork.domain.timeutil import from_epoch_ms
+from tickwork.errors import InvalidState, QuotaExceeded
 from tickwork.targets import TargetResult
 from tickwork.testing.world import OK, START, UNAVAILABLE, World
 
@@ -237,6 +238,60 @@ def test_a_job_whose_last_fire_ends_unrun_completes_and_frees_its_quota_slot(end
     assert [r.status.value for r in scheduled] == [ending]
     assert world.job(job).status is JobStatus.COMPLETED
     assert world.jobs.counts["acme"] == 0
+
+
+def test_a_completed_one_time_job_given_a_new_time_runs_again_and_completes_again() -> None:
+    world = World()
+    job = world.create(
+        name="repoint", schedule={"type": "once", "at": (START + timedelta(seconds=2)).isoformat()}
+    )
+    world.run_for(3)
+    assert world.job(job).status is JobStatus.COMPLETED
+    assert world.jobs.counts["acme"] == 0
+    # When it is given a new time
+    again = START + timedelta(seconds=6)
+    details = world.service.update_job(
+        "acme", job.job_id, JobPatch(schedule={"type": "once", "at": again.isoformat()}), world.clock()
+    )
+    # Then it is ACTIVE again, takes a quota slot again, fires at its new time, and completes again
+    assert details.job.status is JobStatus.ACTIVE and details.next_fire_at == again
+    assert world.jobs.counts["acme"] == 1
+    world.run_for(5)
+    assert [
+        (r.scheduled_for, r.status) for r in sorted(world.runs_of(job), key=lambda r: r.scheduled_for)
+    ] == [
+        (START + timedelta(seconds=2), RunStatus.SUCCEEDED),
+        (again, RunStatus.SUCCEEDED),
+    ]
+    assert world.job(job).status is JobStatus.COMPLETED
+    assert world.jobs.counts["acme"] == 0
+
+
+def test_a_completed_job_updated_without_a_new_fire_is_refused_and_unchanged() -> None:
+    world = World()
+    job = world.create(
+        name="done", schedule={"type": "once", "at": (START + timedelta(seconds=1)).isoformat()}
+    )
+    world.run_for(2)
+    before = world.job(job)
+    with pytest.raises(InvalidState, match="schedule that fires again"):
+        world.service.update_job("acme", job.job_id, JobPatch(description="renamed"), world.clock())
+    assert world.job(job) == before and world.jobs.counts["acme"] == 0
+
+
+def test_reopening_a_completed_job_counts_against_the_tenants_job_limit() -> None:
+    world = World()
+    job = world.create(
+        name="done", schedule={"type": "once", "at": (START + timedelta(seconds=1)).isoformat()}
+    )
+    world.run_for(2)
+    tenant = world.tenants.get("acme")
+    world.tenants.tenants["acme"] = tenant.model_copy(update={"max_jobs": 1})
+    world.create(name="holder", schedule={"type": "once", "at": (START + timedelta(hours=1)).isoformat()})
+    patch = JobPatch(schedule={"type": "once", "at": (START + timedelta(minutes=5)).isoformat()})
+    with pytest.raises(QuotaExceeded):
+        world.service.update_job("acme", job.job_id, patch, world.clock())
+    assert world.job(job).status is JobStatus.COMPLETED and world.jobs.counts["acme"] == 1
 
 
 # --- cancel and schedule changes --------------------------------------------------------------------------

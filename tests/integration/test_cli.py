@@ -446,6 +446,25 @@ def test_update_of_a_cancelled_job_is_refused_with_a_hint(cli: Cli) -> None:
     assert "create a new job" in refused.err
 
 
+def test_update_points_a_completed_one_time_job_at_a_new_time(cli: Cli) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tickwork.runtime import runtime
+
+    first = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    job = cli.create("report-once", "--at", first.isoformat(), "--url", "https://hooks.example.com/once")
+    # Its fire has ended (as a worker leaves it): the job is COMPLETED
+    assert runtime().jobs.complete("acme", job["job_id"], through=first + timedelta(seconds=1))
+    refused = cli("jobs", "update", "report-once", "--description", "again")
+    assert refused.code == 1
+    assert "a completed job can be updated only with a schedule that fires again" in refused.err
+    later = (first + timedelta(days=1)).replace(microsecond=0)
+    moved = cli("jobs", "update", "report-once", "--at", later.isoformat(), "-o", "json")
+    assert moved.code == 0, moved.err
+    assert moved.json()["status"] == "ACTIVE"
+    assert moved.json()["schedule"]["at"] in (later.isoformat(), later.isoformat().replace("+00:00", "Z"))
+
+
 # --- pause, resume, cancel ----------------------------------------------------------------------------------
 def test_pause_with_a_reason_then_resume_then_cancel(cli: Cli) -> None:
     job = cli.create("lifecycle")

@@ -18,7 +18,7 @@ from tickwork.domain.models import RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import to_rfc3339
 from tickwork.targets import TargetResult
 
-from tests.conftest import seed_tenant
+from tests.conftest import TOKENS, seed_tenant
 from tests.integration.conftest import START, Engine
 from tests.support.engine import WorkerDied
 
@@ -488,3 +488,74 @@ def test_lowering_the_due_shard_count_strands_no_job(engine: Engine) -> None:
             assert run.status is RunStatus.SUCCEEDED
             assert run.scheduled_for == fire_at
     assert len(engine.receiver.for_path("/shard")) == 16
+
+
+def _job_count(engine: Engine, tenant: str) -> int:
+    from tickwork import tables
+
+    item = engine.dynamodb.get_item(
+        TableName=tables.TENANTS.default_name,
+        Key={tables.TENANTS_PK: {"S": tables.tenant_key(tenant)}},
+        ConsistentRead=True,
+    )["Item"]
+    return int(item.get("job_count", {"N": "0"})["N"])
+
+
+def test_a_completed_one_time_job_repointed_runs_again_with_its_quota_slot_taken_and_given_back(
+    engine: Engine,
+) -> None:
+    from tickwork.domain.models import JobPatch, JobStatus
+
+    # Given a one-time job that ran and completed (its quota slot given back)
+    first = START + timedelta(minutes=10)
+    job = engine.create(schedule={"type": "once", "at": first.isoformat()}, target=engine.http("/again")).job
+    engine.clock.advance(minutes=10)
+    engine.tick()
+    engine.drain()
+    jobs = engine.runtime.jobs
+    assert jobs.get("acme", job.job_id).status is JobStatus.COMPLETED
+    assert _job_count(engine, "acme") == 0
+    # When it is given a new time (and a new name)
+    again = first + timedelta(minutes=10)
+    patch = JobPatch(name="again-later", schedule={"type": "once", "at": again.isoformat()})
+    details = engine.runtime.service.update_job("acme", job.job_id, patch, engine.clock())
+    # Then it is ACTIVE, counted, found by the planner, run at its new time, and completed again
+    assert details.job.status is JobStatus.ACTIVE and details.next_fire_at == again
+    assert _job_count(engine, "acme") == 1
+    engine.clock.advance(minutes=10)
+    engine.tick()
+    engine.drain()
+    runs = sorted(engine.runs_of("acme", job.job_id), key=lambda run: run.scheduled_for)
+    assert [(run.scheduled_for, run.status) for run in runs] == [
+        (first, RunStatus.SUCCEEDED),
+        (again, RunStatus.SUCCEEDED),
+    ]
+    assert len(engine.receiver.for_path("/again")) == 2
+    assert jobs.get("acme", job.job_id).status is JobStatus.COMPLETED
+    assert _job_count(engine, "acme") == 0
+
+
+def test_reopening_a_completed_job_past_the_tenants_limit_is_refused_and_changes_nothing(
+    engine: Engine,
+) -> None:
+    from tickwork.domain.models import JobPatch, JobStatus
+    from tickwork.errors import QuotaExceeded
+
+    target = engine.http("/limit")
+    job = engine.create(
+        schedule={"type": "once", "at": (START + timedelta(minutes=10)).isoformat()}, target=target
+    ).job
+    engine.clock.advance(minutes=10)
+    engine.tick()
+    engine.drain()
+    seed_tenant(engine.dynamodb, "acme", TOKENS["acme"], max_jobs=1)
+    engine.create(
+        name="holder", schedule={"type": "once", "at": (START + timedelta(days=1)).isoformat()}, target=target
+    )
+    before = engine.runtime.jobs.get("acme", job.job_id)
+    patch = JobPatch(schedule={"type": "once", "at": (START + timedelta(hours=1)).isoformat()})
+    with pytest.raises(QuotaExceeded):
+        engine.runtime.service.update_job("acme", job.job_id, patch, engine.clock())
+    after = engine.runtime.jobs.get("acme", job.job_id)
+    assert after == before and after.status is JobStatus.COMPLETED
+    assert _job_count(engine, "acme") == 1

@@ -120,7 +120,10 @@ def apply_one(session: Session, spec: dict[str, Any], current: JobOut | None, dr
             output.line(f"job {name} would be updated: {', '.join(changes)}")
             output.diff(diff_lines(name, exported(current), wanted))
             if current.status == "COMPLETED":
-                output.note(f"note: job {name} is COMPLETED, and the API refuses to change a completed job")
+                output.note(
+                    f"note: job {name} is COMPLETED: the API takes the change only if its schedule fires"
+                    " again, and then the job is ACTIVE again"
+                )
         return Outcome(name, "updated", changes=changes, patch=patch)
     try:
         job = patch_job(session, current, patch, version=current.version)
@@ -128,8 +131,8 @@ def apply_one(session: Session, spec: dict[str, Any], current: JobOut | None, dr
         failure = translated(error)
         if failure is not None and current.status == "COMPLETED":
             failure.hint = (
-                f"job {name} is COMPLETED, and the API changes no completed job: `tickwork jobs cancel"
-                f" {current.job_id}` frees the name, then apply creates it anew"
+                f"job {name} is COMPLETED: give it a schedule that fires again (a new at, a later end_at), or"
+                f" `tickwork jobs cancel {current.job_id}` to free the name and apply again to create it anew"
             )
         raise failure or error from None
     if not output.machine:

@@ -376,7 +376,8 @@ def update(
     """Change some fields of a job and keep the others.
 
     A PATCH /v1/jobs/{id}: a new schedule of the same type keeps the old one's other fields (--cron keeps
-    the time zone), and the next fire is recomputed. A completed or cancelled job cannot be changed."""
+    the time zone), and the next fire is recomputed. A completed job given a schedule that fires again (a new
+    --at) is ACTIVE again; a cancelled job cannot be changed."""
     session = Session(ctx, output)
     patch: dict[str, Any] = {}
     if name is not None:
@@ -451,8 +452,9 @@ def update(
         failure = translated(error)
         if failure is not None and failure.problem.code == "invalid_state":
             failure.hint = (
-                "a completed or cancelled job keeps its spec: create a new job (cancelling a completed"
-                " one frees its name)"
+                "a cancelled job keeps its spec, and a completed one takes a change only with a schedule"
+                " that fires again (a new --at): otherwise create a new job (cancelling a completed one"
+                " frees its name)"
             )
         raise failure or error from None
     show_answer(session.output, as_json(updated))

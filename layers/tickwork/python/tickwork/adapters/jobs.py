@@ -133,6 +133,33 @@ class DynamoJobStore:
             items.append({"Update": self._count(job.tenant_id, -1)})
         self._transact(items, job, expected_version)
 
+    def reopen(
+        self, job: Job, *, expected_version: int, max_jobs: int, previous_name: str | None = None
+    ) -> None:
+        put = self._put_if_version(job, expected_version)
+        put["ConditionExpression"] = "version = :expected AND #status = :completed"
+        put["ExpressionAttributeNames"] = {"#status": "status"}
+        put["ExpressionAttributeValues"] = to_item(
+            {":expected": expected_version, ":completed": JobStatus.COMPLETED.value}
+        )
+        names = [self._claim_name(job), self._release_name(job, previous_name)] if previous_name else []
+        items: list[Any] = [
+            {"Put": put},
+            *names,
+            {"Update": self._count(job.tenant_id, +1, max_jobs=max_jobs)},
+        ]
+        try:
+            transact(self.client, items)
+        except ClientError as error:
+            failed = [code == "ConditionalCheckFailed" for code in cancellation_codes(error)]
+            if failed[:1] == [True]:
+                raise self._version_conflict(job, expected_version) from error
+            if previous_name and failed[1:2] == [True]:
+                raise NameTaken(f"a job named {job.name!r} already exists", field="name") from error
+            if failed[-1:] == [True]:
+                raise QuotaExceeded(f"the tenant's limit of {max_jobs} jobs is reached") from error
+            raise
+
     def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
         """Move the cursor, conditional on the job's version and on the cursor as read: of two planners that
         read the same job, one moves it (planners do not bump the version, so a tenant's ``If-Match`` is not

@@ -368,6 +368,12 @@ def build_app(
     @app.patch(
         "/v1/jobs/<job_id>",
         summary="Update the given fields of a job",
+        description=(
+            "A merge patch: the fields given and nothing else; the next fire is recomputed. A COMPLETED job"
+            " takes a change only with a schedule that fires again (a new `at`, a later `end_at`), and is"
+            " then ACTIVE again, counted against the tenant's job limit (429 `quota_exceeded` past it). A"
+            " CANCELLED job cannot be changed (409)."
+        ),
         responses=_responses(JobOut, 404, 409, 413),
     )
     def update_job(

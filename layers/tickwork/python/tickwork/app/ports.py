@@ -103,6 +103,13 @@ class JobStore(Protocol):
     def cancel(self, job: Job, *, expected_version: int) -> None:
         """Store the cancelled job, free its name and its slot in the tenant's quota."""
 
+    def reopen(
+        self, job: Job, *, expected_version: int, max_jobs: int, previous_name: str | None = None
+    ) -> None:
+        """Store a COMPLETED job that an update made ACTIVE again (a new fire): it takes a slot of the
+        tenant's quota again, within ``max_jobs``. Raises VersionConflict, NameTaken (on a rename) or
+        QuotaExceeded."""
+
     def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
         """Move the planning cursor if the job is unchanged (same version, still ACTIVE); with no fire left,
         take it out of the due index and keep its last fire. False when it changed meanwhile."""

@@ -152,7 +152,9 @@ class JobService:
         self, tenant_id: str, job_id: str, patch: JobPatch, now: datetime, *, if_match: int | None = None
     ) -> JobDetails:
         job = self.jobs.get(tenant_id, job_id)
-        self._require_not_ended(job, "update")
+        reopening = job.status is JobStatus.COMPLETED
+        if not reopening:
+            self._require_not_ended(job, "update")
         expected = patch.version if patch.version is not None else if_match
         if expected is not None and expected != job.version:
             raise VersionConflict(
@@ -175,7 +177,23 @@ class JobService:
                 update={"next_fire_at": first_fire(updated, now), "last_fire_at": None}
             )
         previous_name = job.name if spec.name != job.name else None
-        self.jobs.save(updated, expected_version=job.version, previous_name=previous_name)
+        if reopening:
+            # A completed job given a schedule that fires again (a new `at`, a later `end_at`) is ACTIVE
+            # again.
+            next_fire = first_fire(updated, now) if spec.schedule != job.schedule else None
+            if next_fire is None:
+                raise InvalidState(
+                    "a completed job can be updated only with a schedule that fires again"
+                    " (a new schedule.at, or a later schedule.end_at)",
+                    job_status=job.status,
+                )
+            updated = updated.model_copy(update={"status": JobStatus.ACTIVE, "next_fire_at": next_fire})
+            max_jobs = self.tenants.get(tenant_id).max_jobs
+            self.jobs.reopen(
+                updated, expected_version=job.version, max_jobs=max_jobs, previous_name=previous_name
+            )
+        else:
+            self.jobs.save(updated, expected_version=job.version, previous_name=previous_name)
         return self._details(self._plan(updated, now), now)
 
     def pause_job(

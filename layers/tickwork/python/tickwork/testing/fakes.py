@@ -211,6 +211,23 @@ class FakeJobStore:
             if stored.status is not JobStatus.COMPLETED:
                 self.counts[job.tenant_id] -= 1
 
+    def reopen(
+        self, job: Job, *, expected_version: int, max_jobs: int, previous_name: str | None = None
+    ) -> None:
+        with self.lock:
+            stored = self.get(job.tenant_id, job.job_id)
+            if stored.version != expected_version or stored.status is not JobStatus.COMPLETED:
+                raise VersionConflict("the job changed meanwhile", field="version")
+            if previous_name is not None and (job.tenant_id, job.name) in self.names:
+                raise NameTaken(f"a job named {job.name!r} already exists", field="name")
+            if self.counts.get(job.tenant_id, 0) >= max_jobs:
+                raise QuotaExceeded(f"the tenant's limit of {max_jobs} jobs is reached")
+            if previous_name is not None:
+                del self.names[(job.tenant_id, previous_name)]
+                self.names[(job.tenant_id, job.name)] = job.job_id
+            self.jobs[(job.tenant_id, job.job_id)] = job
+            self.counts[job.tenant_id] = self.counts.get(job.tenant_id, 0) + 1
+
     def advance_cursor(self, job: Job, next_fire_at: datetime | None, last_fire_at: datetime | None) -> bool:
         with self.lock:
             stored = self.jobs.get((job.tenant_id, job.job_id))
