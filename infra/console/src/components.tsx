@@ -41,13 +41,22 @@ interface ConfirmProps {
 /** A modal <dialog> that stays open with the API's refusal when the action fails. */
 export function Confirm({ title, confirm, danger, onConfirm, onClose, children }: ConfirmProps) {
   const dialog = useRef<HTMLDialogElement>(null);
+  const gone = useRef(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<Error | null>(null);
   useEffect(() => {
     const element = dialog.current;
     if (element && !element.open) element.showModal();
-    return () => element?.close();
+    return () => {
+      // Closing it fires "close" later, after a new dialog may have opened: that one must not hear it.
+      gone.current = true;
+      element?.close();
+    };
   }, []);
+  // Escape closes the dialog itself; the parent learns of it here.
+  const closed = () => {
+    if (!gone.current) onClose();
+  };
   const submit = async (event: Event) => {
     event.preventDefault();
     setBusy(true);
@@ -61,7 +70,7 @@ export function Confirm({ title, confirm, danger, onConfirm, onClose, children }
     }
   };
   return (
-    <dialog ref={dialog} class="confirm" aria-label={title} onClose={onClose} onCancel={onClose}>
+    <dialog ref={dialog} class="confirm" aria-label={title} onClose={closed}>
       <form method="dialog" onSubmit={submit}>
         <h2>{title}</h2>
         {children}

@@ -39,14 +39,16 @@ export function Job({ id }: { id: string }) {
   const runs = usePoll(() => api.jobRuns(id, { limit: HISTORY }), 2000, [id]);
   const status = job.data?.status;
   const schedule = job.data ? JSON.stringify(job.data.schedule) : "";
+  // A few more than shown, asked for now and then: those passed meanwhile drop off the list.
   const fires = usePoll(
     async () => {
       if (!job.data || status !== "ACTIVE") return null;
-      return api.preview(job.data.schedule, 5, job.data.jitter_seconds);
+      return api.preview(job.data.schedule, 25, job.data.jitter_seconds);
     },
-    60_000,
+    10_000,
     [schedule, status],
   );
+  const upcoming = (fires.data?.fires ?? []).filter((fire) => new Date(fire.at).getTime() >= now - 1000).slice(0, 5);
 
   const done = (text: ComponentChildren) => async (answer: JobOut | Run) => {
     setNotice(text);
@@ -134,9 +136,9 @@ export function Job({ id }: { id: string }) {
           ) : null}
           <h3>Next fires</h3>
           {status === "ACTIVE" && fires.data ? (
-            fires.data.fires.length ? (
+            upcoming.length ? (
               <ol class="fires" aria-label="next fires">
-                {fires.data.fires.map((fire) => (
+                {upcoming.map((fire) => (
                   <li class={fire.excluded ? "excluded" : ""} title={fire.at}>
                     {when(fire.at)} <span class="muted">({relative(fire.at, now)})</span>
                     {fire.dst ? <span class="tag">DST {fire.dst}</span> : null}
