@@ -129,6 +129,18 @@ interface ChartProps {
   xRange?: [number, number];
 }
 
+// Whole seconds at least between the x axis's ticks, then minutes, hours and days.
+const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 604800];
+const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+const clockSeconds = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const day = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
+
+function timeLabels(ticks: number[]): string[] {
+  const step = ticks.length > 1 ? ticks[1] - ticks[0] : 60;
+  const format = step >= 86400 ? day : step % 60 === 0 ? clock : clockSeconds;
+  return ticks.map((tick) => format.format(new Date(tick * 1000)));
+}
+
 /** A time chart with uPlot: canvas, legend and cursor, sized to its container. */
 export function Chart({ title, data, series, height = 220, points = true, xRange }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
@@ -152,7 +164,10 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
           value: (_: uPlot, value: number | null) => (value === null ? "—" : milliseconds(value)),
         })),
       ],
-      axes: [{}, { values: (_: uPlot, ticks: number[]) => ticks.map((tick) => milliseconds(tick)), size: 70 }],
+      axes: [
+        { space: 90, incrs: TIME_STEPS, values: (_: uPlot, ticks: number[]) => timeLabels(ticks) },
+        { values: (_: uPlot, ticks: number[]) => ticks.map((tick) => milliseconds(tick)), size: 70 },
+      ],
       scales: {
         x: { time: true, ...(xRange ? { range: (): uPlot.Range.MinMax => [xRange[0], xRange[1]] } : {}) },
         y: { range: (_: uPlot, min: number, max: number) => [0, Math.max(max * 1.1, min + 1, 10)] },

@@ -49,6 +49,9 @@ export function Jobs() {
         (job.target.url ?? "").toLowerCase().includes(needle)),
   );
 
+  // The list answers last_run only where it has it at hand; a job's own page always has it.
+  const lastRuns = jobs.some((job) => job.last_run);
+
   return (
     <main>
       <header class="page-head">
@@ -76,6 +79,7 @@ export function Jobs() {
           <input
             name="q"
             type="search"
+            class="wide"
             placeholder="filter by name, id or URL"
             value={text}
             onInput={(event) => {
@@ -93,7 +97,7 @@ export function Jobs() {
             <th>Status</th>
             <th>Schedule</th>
             <th>Next fire</th>
-            <th>Last run</th>
+            {lastRuns ? <th>Last run</th> : null}
           </tr>
         </thead>
         <tbody>
@@ -109,15 +113,17 @@ export function Jobs() {
               <td title={job.next_fire_at ?? ""}>
                 {job.next_fire_at ? `${when(job.next_fire_at)} (${relative(job.next_fire_at, now)})` : "—"}
               </td>
-              <td>
-                {job.last_run ? (
-                  <Link href={href("/runs", job.last_run.run_id)}>
-                    <Status value={job.last_run.status} /> {when(job.last_run.scheduled_for)}
-                  </Link>
-                ) : (
-                  "—"
-                )}
-              </td>
+              {lastRuns ? (
+                <td>
+                  {job.last_run ? (
+                    <Link href={href("/runs", job.last_run.run_id)}>
+                      <Status value={job.last_run.status} /> {when(job.last_run.scheduled_for)}
+                    </Link>
+                  ) : (
+                    "—"
+                  )}
+                </td>
+              ) : null}
             </tr>
           ))}
         </tbody>
