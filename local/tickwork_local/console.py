@@ -77,6 +77,8 @@ class Console:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> Console:
+        if not SECURITY_HEADERS_FILE.is_file():  # installed away from the repository: no console to serve
+            return cls(None, {"X-Content-Type-Options": "nosniff"})
         chosen = environ.get(ENV_CONSOLE_DIR)
         return cls(Path(chosen) if chosen else CONSOLE_DIST, load_security_headers())
 

@@ -208,3 +208,8 @@ def test_the_content_security_policy_allows_nothing_inline_and_no_other_origin()
     assert policy["connect-src"] == "'self'"
     assert policy["frame-ancestors"] == "'none'"
     assert "unsafe" not in json.dumps(policy)
+
+
+def test_the_console_to_serve_comes_from_the_environment(tmp_path: Path, built: Path) -> None:
+    assert Console.from_environment({"TICKWORK_CONSOLE_DIR": str(built)}).built
+    assert not Console.from_environment({"TICKWORK_CONSOLE_DIR": str(tmp_path / "nothing")}).built
