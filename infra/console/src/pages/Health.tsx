@@ -6,7 +6,7 @@ import { Link } from "../router";
 
 const HISTORY_SECONDS = 3600;
 const BUCKET_SECONDS = 60;
-const MAX_PAGES = 10;
+const MAX_PAGES = 5;
 
 /** The runs due in the last hour (at most MAX_PAGES pages of 100), for the lag history. */
 async function recentRuns(): Promise<{ runs: Run[]; complete: boolean; until: number }> {
@@ -73,7 +73,7 @@ function Counts({ title, counts, link }: { title: string; counts: Record<string,
 /** The tenant's health: GET /v1/stats every few seconds, and the lag percentiles minute by minute. */
 export function Health() {
   const stats = usePoll(() => api.stats(), 5000, []);
-  const history = usePoll(recentRuns, 30_000, []);
+  const history = usePoll(recentRuns, 60_000, []);
   const data = stats.data;
   const lags = data?.trigger_lag_ms ?? {};
   const window = data ? Math.round(data.window_seconds / 60) : 60;
