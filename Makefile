@@ -6,15 +6,41 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck unit run bench soak synth build openapi clean
+.PHONY: install console screenshots test lint typecheck unit run bench soak synth build openapi clean
 
-install: $(STAMP)
+install: $(STAMP) console
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev,local,infra,bench]'
 	touch $(STAMP)
+
+# The web console (infra/console): `npm ci` when its lock file changed, then a build when a source changed.
+# Without Node.js and npm it says so and goes on: `make run` still serves the API (and says the console is
+# not built); the browser tests then fail with the same advice.
+CONSOLE := infra/console
+CONSOLE_STAMP := $(CONSOLE)/dist/.built
+CONSOLE_SOURCES := $(CONSOLE)/package.json $(CONSOLE)/package-lock.json $(CONSOLE)/build.mjs \
+	$(CONSOLE)/tsconfig.json $(CONSOLE)/index.html $(shell find $(CONSOLE)/src $(CONSOLE)/public -type f 2>/dev/null)
+
+console: $(CONSOLE_STAMP)
+
+$(CONSOLE_STAMP): $(CONSOLE_SOURCES)
+	@if command -v npm >/dev/null 2>&1; then \
+		set -e; cd $(CONSOLE); \
+		if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+			npm ci --no-audit --no-fund --loglevel=error; \
+		fi; \
+		npm run --silent build; \
+		touch dist/.built; \
+	else \
+		echo "the web console is not built: it needs Node.js and npm (then run: make console)"; \
+	fi
+
+# The console's browser tests, writing their screenshots into docs/console/ for docs/console.md.
+screenshots: install
+	TICKWORK_CONSOLE_SCREENSHOTS=docs/console $(BIN)/pytest tests/e2e/test_console.py
 
 lint: install
 	$(BIN)/ruff check .
@@ -33,7 +59,7 @@ build: install
 	$(BIN)/python -m infra.build_layers
 
 # The CloudFormation template, checked by cdk-nag during synthesis and by cfn-lint after it.
-synth: build
+synth: build console
 	rm -rf cdk.out
 	CDK_OUTDIR=cdk.out $(BIN)/python -m infra.app
 	$(BIN)/cfn-lint cdk.out/tickwork-*.template.json
@@ -58,4 +84,4 @@ soak: install
 	$(BIN)/python -m bench.fuzz_api
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build cdk.out
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build cdk.out $(CONSOLE)/dist $(CONSOLE)/node_modules

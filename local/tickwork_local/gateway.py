@@ -5,6 +5,10 @@ It does what the deployed API Gateway does (``infra/api.py``) and no more: every
 route has an ``ANY`` method), bodies arrive base64-encoded exactly as sent (binary media type ``*/*``), query
 strings and headers keep every value. HTTP's rules on methods and bodies (405 with ``Allow``, ``OPTIONS``,
 ``HEAD``, JSON in UTF-8) are the API's own, in ``tickwork.api.protocol``.
+
+Given a :class:`~tickwork_local.console.Console`, it also does what the CloudFront distribution in front of
+the deployed API does (``infra/web.py``): GET and HEAD of any path outside ``/v1/`` get the web console's
+files; every request under ``/v1/`` reaches the API as before.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
+
+if TYPE_CHECKING:
+    from tickwork_local.console import Console, StaticAnswer
 
 # Every method of these paths is public (the authorizer guards every other path).
 UNAUTHENTICATED_PATHS = frozenset({"/v1/health"})
@@ -206,8 +213,16 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
 
-def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] = lambda: True) -> Server:
-    """A real HTTP server in front of the gateway; started by the caller with ``serve_forever``."""
+def serve(
+    gateway: Gateway,
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[], bool] = lambda: True,
+    console: Console | None = None,
+) -> Server:
+    """A real HTTP server in front of the gateway; started by the caller with ``serve_forever``. With
+    ``console``, it serves the web console at every path outside ``/v1/``."""
 
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -238,6 +253,9 @@ def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] =
                 self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, error, {})
                 return
             raw = self.rfile.read(length) if length else b""
+            if console is not None and console.serves(self.command, parts.path):
+                self._send_static(console.answer(parts.path))
+                return
             if parts.path in UNAUTHENTICATED_PATHS and not ready():
                 self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"status": "starting"}, {})
                 return
@@ -283,6 +301,17 @@ def serve(gateway: Gateway, host: str, port: int, *, ready: Callable[[], bool] =
             self.end_headers()
             if self.command != "HEAD" and payload:
                 self.wfile.write(payload)
+
+        def _send_static(self, answer: StaticAnswer) -> None:
+            self.send_response(answer.status)
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(answer.body)
 
         def log_message(self, format: str, *args: Any) -> None:
             return

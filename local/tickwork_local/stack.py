@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tickwork_local.console import Console
 from tickwork_local.journal import JOURNAL_FILE
 
 LOCAL_REGION = "us-east-1"
@@ -194,6 +195,7 @@ class LocalStack:
         self.authorizer_seconds = float(
             os.environ.get("TICKWORK_AUTHORIZER_CACHE_SECONDS", AUTHORIZER_CACHE_SECONDS)
         )
+        self.console = Console.from_environment()
 
     # --- set-up -------------------------------------------------------------------------------------------
     def configure_clients(self) -> None:
@@ -632,6 +634,7 @@ class LocalStack:
                 self.host,
                 self.port,
                 ready=self.ready.is_set,
+                console=self.console,
             )
             start_in_thread(server)
             self.start_planner()
@@ -680,6 +683,10 @@ class LocalStack:
             f"tickwork local is ready at {url} (in {seconds:.1f} s); logs in {self.log_file}",
             f"AWS endpoint (moto): {endpoint}",
         ]
+        if self.console.built:
+            lines.append(f"web console: {url}/ (sign in with a token below)")
+        else:
+            lines.append("web console: not built (run `make console`; it needs Node.js and npm)")
         if restored:
             lines.append(f"restored {restored} items from {self.data_dir}")
         for tenant_id, token, secret in tenants:

@@ -22,6 +22,7 @@ from aws_cdk.assertions import Template
 
 from infra.app import STAND_IN_ASSETS, build_app, cli_context
 from infra.stack import TickworkStack
+from infra.web import ConsoleStack
 
 # Everything optional switched on: target grants, several planner groups and worker functions, an alarm
 # subscription.
@@ -54,6 +55,10 @@ class Synthesized:
     template: Template
     document: dict[str, Any]
     outdir: Path
+    console: ConsoleStack
+    """The web console's stack, beside the scheduler's."""
+    console_template: Template
+    console_document: dict[str, Any]
 
     @property
     def resources(self) -> dict[str, dict[str, Any]]:
@@ -77,7 +82,17 @@ def synthesize(tmp: Path, extra_context: dict[str, Any] | None = None) -> Synthe
     app, stack = build_app(cdk.App(context=context, outdir=str(tmp)))
     assembly = app.synth()
     document = assembly.get_stack_artifact(stack.artifact_id).template
-    return Synthesized(stack=stack, template=Template.from_json(document), document=document, outdir=tmp)
+    console = next(child for child in app.node.children if isinstance(child, ConsoleStack))
+    console_document = assembly.get_stack_artifact(console.artifact_id).template
+    return Synthesized(
+        stack=stack,
+        template=Template.from_json(document),
+        document=document,
+        outdir=tmp,
+        console=console,
+        console_template=Template.from_json(console_document),
+        console_document=console_document,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,2 @@
+// Style sheets are imported for their side effect: esbuild bundles them into dist/assets/main-<hash>.css.
+declare module "*.css";

@@ -1,0 +1,162 @@
+import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
+
+import { FINAL, RETRYABLE, type Run as RunOut, api, jobNames } from "../api";
+import { Confirm, Notice, Problem, Status, Timeline } from "../components";
+import { json, milliseconds, when } from "../format";
+import { usePoll, useNow } from "../hooks";
+import { Link, href } from "../router";
+
+function Progress({ run }: { run: RunOut }) {
+  const reported = run.progress !== undefined && run.progress !== null;
+  if (!reported && !run.stage && run.checkpoint === undefined) return null;
+  return (
+    <section class="card" aria-label="progress">
+      <h2>Progress</h2>
+      {reported ? (
+        <p>
+          <progress max={1} value={run.progress ?? 0} /> {Math.round((run.progress ?? 0) * 100)}%
+          {run.stage ? ` · ${run.stage}` : ""}
+        </p>
+      ) : run.stage ? (
+        <p>{run.stage}</p>
+      ) : null}
+      {run.checkpoint !== undefined && run.checkpoint !== null ? (
+        <>
+          <h3>Last checkpoint</h3>
+          <pre>{json(run.checkpoint)}</pre>
+        </>
+      ) : null}
+    </section>
+  );
+}
+
+/** One run: its attempts on a timeline and in a table with their errors, its progress and checkpoint when
+ * its target reports them, and Retry when it failed for good. */
+export function Run({ id }: { id: string }) {
+  const now = useNow(1000);
+  const [retrying, setRetrying] = useState(false);
+  const [notice, setNotice] = useState<ComponentChildren>(null);
+  const run = usePoll(() => api.run(id), 1500, [id]);
+  const names = usePoll(jobNames, 0, []);
+
+  if (!run.data) {
+    return (
+      <main>
+        <Problem error={run.error} />
+        {run.loading ? <p class="muted">Loading…</p> : null}
+      </main>
+    );
+  }
+  const data = run.data;
+  const final = FINAL.includes(data.status);
+  return (
+    <main>
+      <header class="page-head">
+        <div>
+          <p class="crumbs">
+            <Link href="/runs">Runs</Link> / <Link href={href("/jobs", data.job_id)}>job {names.data?.get(data.job_id) ?? data.job_id}</Link> /
+          </p>
+          <h1>
+            Run <code class="run-id">{data.run_id.slice(data.job_id.length + 1) || data.run_id}</code>{" "}
+            <Status value={data.status} />
+          </h1>
+        </div>
+        <div class="actions">
+          {RETRYABLE.includes(data.status) ? (
+            <button type="button" onClick={() => setRetrying(true)}>
+              Retry
+            </button>
+          ) : null}
+        </div>
+      </header>
+      {notice ? <Notice>{notice}</Notice> : null}
+      <Problem error={run.error} />
+      <section class="card" aria-label="summary">
+        <dl class="facts columns">
+          <dt>Run id</dt>
+          <dd>
+            <code>{data.run_id}</code>
+          </dd>
+          <dt>Due</dt>
+          <dd title={data.scheduled_for}>{when(data.scheduled_for)}</dd>
+          <dt>Trigger</dt>
+          <dd>{data.trigger}</dd>
+          <dt>Lag</dt>
+          <dd>{milliseconds(data.lag_ms)}</dd>
+          <dt>Started</dt>
+          <dd title={data.started_at ?? ""}>{when(data.started_at)}</dd>
+          <dt>Finished</dt>
+          <dd title={data.finished_at ?? ""}>{when(data.finished_at)}</dd>
+          <dt>Attempts</dt>
+          <dd>{data.attempt}</dd>
+          {data.manual_retries ? (
+            <>
+              <dt>Manual retries</dt>
+              <dd>{data.manual_retries}</dd>
+            </>
+          ) : null}
+          {data.reason ? (
+            <>
+              <dt>Reason</dt>
+              <dd>{data.reason}</dd>
+            </>
+          ) : null}
+          {data.retry_at && !final ? (
+            <>
+              <dt>Next attempt</dt>
+              <dd title={data.retry_at}>{when(data.retry_at)}</dd>
+            </>
+          ) : null}
+        </dl>
+      </section>
+      <Progress run={data} />
+      <section class="card" aria-label="attempts">
+        <h2>Attempts</h2>
+        {data.attempts.length ? <Timeline run={data} now={now} /> : <p class="muted">No attempt has started yet.</p>}
+        <table class="list" aria-label="attempts">
+          <thead>
+            <tr>
+              <th>#</th>
+              <th>Started</th>
+              <th>Duration</th>
+              <th>Outcome</th>
+              <th>Error</th>
+              <th>Worker</th>
+            </tr>
+          </thead>
+          <tbody>
+            {data.attempts.map((attempt) => (
+              <tr key={attempt.attempt} data-attempt={attempt.attempt}>
+                <td>{attempt.attempt}</td>
+                <td title={attempt.started_at}>{when(attempt.started_at)}</td>
+                <td>{milliseconds(attempt.duration_ms)}</td>
+                <td>{attempt.outcome ? <Status value={attempt.outcome} /> : <Status value="running" />}</td>
+                <td class="error-text">
+                  {attempt.error_code ? <code>{attempt.error_code}</code> : null} {attempt.error_message ?? ""}
+                </td>
+                <td>
+                  <code>{attempt.worker_id ?? "—"}</code>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </section>
+      {retrying ? (
+        <Confirm
+          title="Retry this run?"
+          confirm="Retry"
+          onClose={() => setRetrying(false)}
+          onConfirm={async () => {
+            const answer = await api.retry(data.run_id);
+            setNotice(`Retry queued: the run is ${answer.status}.`);
+            await run.reload();
+          }}
+        >
+          <p>A new attempt of the same run starts, with the same idempotency key ({data.run_id}).</p>
+        </Confirm>
+      ) : null}
+    </main>
+  );
+}
