@@ -209,7 +209,8 @@ def test_the_cli_json_output_for_create_list_and_runs(local: Local, receiver: Re
         timeout=5,
     )
     assert runs and runs[0]["job_id"] == created["job_id"]
-    cli("jobs", "cancel", created["job_id"])
+    # Cancelling asks first; a script confirms with --yes (no terminal to ask on)
+    assert cli("jobs", "cancel", created["job_id"], "--yes")["status"] == "CANCELLED"
 
 
 def test_default_tenant_and_state_kept_across_a_restart(tmp_path: Any, receiver: Receiver) -> None:
