@@ -747,7 +747,7 @@ def markdown(lag: LagRun, command: str) -> str:
         )
         + "The worker's own part of a one-time run is 5 DynamoDB",
         "  requests and of a recurring one 4 (worker CPU section); each is a call into moto in this",
-        "  process (the client's serialised request handed to moto's handler, no HTTP emulation), under the lock",
+        "  process (its serialised request handed to moto's handler, no HTTP emulation), under the lock",
         f"  that stands in for DynamoDB's atomicity: {dynamo_ms:.1f} ms per DynamoDB call on average here,",
         "  lock wait apart. tickwork's own CPU per run is about 2 ms (worker CPU section). All of it shares",
         "  one interpreter lock with the receiver and the planner. On AWS a DynamoDB call takes",
