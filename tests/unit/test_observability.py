@@ -5,6 +5,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,29 @@ def test_every_log_key_is_documented_in_operations() -> None:
         key for key in observability.LOG_KEYS | observability.POWERTOOLS_LOG_KEYS if f"`{key}`" not in section
     )
     assert not undocumented
+
+
+def _tracer_in_a_fresh_process(**environment: str) -> dict[str, Any]:
+    script = (
+        "import json, sys; from tickwork.observability import tracer; "
+        "print(json.dumps({'disabled': tracer.disabled, 'provider': type(tracer.provider).__module__, "
+        "'xray_loaded': 'aws_xray_sdk.core' in sys.modules}))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("POWERTOOLS_TRACE_DISABLED", "LAMBDA_TASK_ROOT")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**env, **environment}, capture_output=True, text=True, check=True
+    )
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_with_tracing_off_the_xray_sdk_is_never_imported() -> None:
+    for environment in ({}, {"POWERTOOLS_TRACE_DISABLED": "1", "LAMBDA_TASK_ROOT": "/var/task"}):
+        found = _tracer_in_a_fresh_process(**environment)
+        assert found["disabled"] and not found["xray_loaded"], environment
+
+
+def test_in_lambda_with_tracing_on_the_tracer_records_to_xray() -> None:
+    found = _tracer_in_a_fresh_process(LAMBDA_TASK_ROOT="/var/task", AWS_XRAY_CONTEXT_MISSING="IGNORE_ERROR")
+    assert not found["disabled"] and found["xray_loaded"]
+    assert found["provider"].startswith("aws_xray_sdk")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.tracing.base import BaseProvider, BaseSegment
 
 SERVICE = "tickwork"
 NAMESPACE = "Tickwork"
@@ -87,8 +89,41 @@ class PerThreadKeysFormatter(LambdaPowertoolsFormatter):
         self.thread_safe_clear_keys()
 
 
+class _UntracedSegment(BaseSegment):
+    def close(self, end_time: int | None = None) -> None: ...
+    def add_subsegment(self, subsegment: Any) -> None: ...
+    def remove_subsegment(self, subsegment: Any) -> None: ...
+    def put_annotation(self, key: str, value: Any) -> None: ...
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None: ...
+    def add_exception(self, exception: BaseException, stack: Any, remote: bool = False) -> None: ...
+
+
+class _Untraced(BaseProvider):
+    """The tracer's provider when tracing is off (outside Lambda, or POWERTOOLS_TRACE_DISABLED): Powertools
+    would import the X-Ray SDK anyway, 0.15 s of every start of the local stack, the CLI and the tests."""
+
+    @contextmanager
+    def in_subsegment(self, name: Any = None, **kwargs: Any) -> Iterator[BaseSegment]:
+        yield _UntracedSegment()
+
+    @asynccontextmanager
+    async def in_subsegment_async(self, name: Any = None, **kwargs: Any) -> AsyncIterator[BaseSegment]:
+        yield _UntracedSegment()
+
+    def put_annotation(self, key: str, value: Any) -> None: ...
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None: ...
+    def patch(self, modules: Sequence[str]) -> None: ...
+    def patch_all(self) -> None: ...
+
+
+def _tracer() -> Tracer:
+    if Tracer._is_tracer_disabled():
+        return Tracer(service=SERVICE, disabled=True, provider=_Untraced())
+    return Tracer(service=SERVICE)
+
+
 logger = Logger(service=SERVICE, logger_formatter=PerThreadKeysFormatter(service=SERVICE))
-tracer = Tracer(service=SERVICE)
+tracer = _tracer()
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
