@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -107,9 +108,21 @@ def show_answer(output: Output, document: dict[str, Any], summary: str | None = 
         show_job(output, document)
 
 
-def more_hint(output: Output, cursor: str | None, what: str) -> None:
-    if cursor and not output.machine:
-        output.note(f"more {what}: add --cursor {cursor} for the next page, or --all")
+def show_page(
+    output: Output,
+    items: list[Any],
+    next_cursor: str | None,
+    show: Callable[[Output, list[Any]], None],
+    what: str,
+) -> None:
+    """A page of jobs or runs: the API's page as a document, or a table and how to get the next page."""
+    documents = [as_json(item) for item in items]
+    if output.machine:
+        output.document({"items": documents, "next_cursor": next_cursor})
+        return
+    show(output, documents)
+    if next_cursor:
+        output.note(f"more {what}: add --cursor {next_cursor} for the next page, or --all")
 
 
 # --- create -------------------------------------------------------------------------------------------------
@@ -225,11 +238,7 @@ def list_jobs(
                 advance(len(page.items))
                 next_cursor = page.next_cursor
         next_cursor = None
-    if session.output.machine:
-        session.output.document({"items": [as_json(job) for job in items], "next_cursor": next_cursor})
-        return
-    show_jobs(session.output, [as_json(job) for job in items])
-    more_hint(session.output, next_cursor, "jobs")
+    show_page(session.output, items, next_cursor, show_jobs, "jobs")
 
 
 @app.command(
@@ -656,11 +665,7 @@ def runs(
                 next_cursor = page.next_cursor
     if every:
         next_cursor = None
-    if session.output.machine:
-        session.output.document({"items": [as_json(run) for run in items], "next_cursor": next_cursor})
-        return
-    show_runs(session.output, [as_json(run) for run in items])
-    more_hint(session.output, next_cursor, "runs")
+    show_page(session.output, items, next_cursor, show_runs, "runs")
 
 
 # --- export -------------------------------------------------------------------------------------------------

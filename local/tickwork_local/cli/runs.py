@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 import typer
 
 from tickwork_local.cli.errors import EXIT_FAILED, CliError, UsageError, translated
-from tickwork_local.cli.jobs import as_json, more_hint
+from tickwork_local.cli.jobs import as_json, show_page
 from tickwork_local.cli.options import (
     AllOption,
     CursorOption,
@@ -164,11 +164,7 @@ def list_runs(
         cursor=cursor,
         every=every,
     )
-    if session.output.machine:
-        session.output.document({"items": [as_json(run) for run in runs], "next_cursor": next_cursor})
-        return
-    show_runs(session.output, [as_json(run) for run in runs])
-    more_hint(session.output, next_cursor, "runs")
+    show_page(session.output, runs, next_cursor, show_runs, "runs")
 
 
 @app.command(
