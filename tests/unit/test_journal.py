@@ -177,3 +177,26 @@ def test_writers_in_several_threads_share_fsyncs_and_each_returns_only_once_sync
     assert returned_unsynced == []
     assert journal.lines == 80
     assert len(syncs) < 80 / 2  # one fsync per write would be 80
+
+
+def test_an_api_request_counter_is_journaled_without_waiting_for_the_disk(
+    journaled: Any, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime
+
+    from tickwork.adapters.tenants import DynamoApiRateLimiter
+
+    client, _, syncs = journaled
+    limiter = DynamoApiRateLimiter(client, table=TABLE)
+    now = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+    limiter.take("acme", limit=5, now=now)
+    limiter.take("acme", limit=5, now=now)
+    assert syncs == []  # the calls returned without an fsync of their own
+    # the next durable write's fsync covers them, in order
+    client.put_item(TableName=TABLE, Item=item(tables.tenant_key("acme")))
+    assert len(syncs) == 1
+    states = list(replay(tmp_path))
+    assert [state["key"][KEY]["S"] for state in states] == [tables.rate_limit_key("acme")] * 2 + [
+        tables.tenant_key("acme")
+    ]
+    assert [state["item"][tables.RATE_COUNT]["N"] for state in states[:2]] == ["1", "2"]
