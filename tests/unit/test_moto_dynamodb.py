@@ -460,3 +460,71 @@ def test_an_update_s_shape_is_checked_again_when_its_names_change(client: Any) -
         )
     assert "overlap" in overlapping.value.response["Error"]["Message"].lower()
     assert client.get_item(TableName=TABLE, Key=key)["Item"]["colour"] == {"S": "red"}
+
+
+def test_a_condition_parsed_once_is_built_again_with_each_request_s_names_and_values(client: Any) -> None:
+    key = {tables.JOBS_PK: {"S": "acme#job-00001"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    client.put_item(
+        TableName=TABLE, Item={**job(1, shard=0, due=1), "count": {"N": "3"}, "colour": {"S": "red"}}
+    )
+
+    def holds(condition: str, names: dict[str, str], values: dict[str, Any]) -> bool:
+        try:
+            client.update_item(
+                TableName=TABLE,
+                Key=key,
+                UpdateExpression="SET #t = :t",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#t": "touched", **names},
+                ExpressionAttributeValues={":t": {"S": "yes"}, **values},
+            )
+            return True
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return False
+
+    condition = "#a = :v"
+    # the same expression: other values, another attribute, another type of value
+    assert holds(condition, {"#a": "colour"}, {":v": {"S": "red"}})
+    assert not holds(condition, {"#a": "colour"}, {":v": {"S": "blue"}})
+    assert holds(condition, {"#a": "count"}, {":v": {"N": "3"}})
+    assert not holds(condition, {"#a": "count"}, {":v": {"N": "4"}})
+    assert not holds(condition, {"#a": "count"}, {":v": {"S": "3"}})
+    assert holds("#a BETWEEN :low AND :high", {"#a": "count"}, {":low": {"N": "1"}, ":high": {"N": "3"}})
+    assert not holds("#a BETWEEN :low AND :high", {"#a": "count"}, {":low": {"N": "4"}, ":high": {"N": "9"}})
+    # the same in a transaction's condition check
+    check = {"TableName": TABLE, "Key": key, "ConditionExpression": condition}
+    client.transact_write_items(
+        TransactItems=[
+            {
+                "ConditionCheck": {
+                    **check,
+                    "ExpressionAttributeNames": {"#a": "colour"},
+                    "ExpressionAttributeValues": {":v": {"S": "red"}},
+                }
+            }
+        ]
+    )
+    with pytest.raises(ClientError) as cancelled:
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "ConditionCheck": {
+                        **check,
+                        "ExpressionAttributeNames": {"#a": "colour"},
+                        "ExpressionAttributeValues": {":v": {"S": "green"}},
+                    }
+                }
+            ]
+        )
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    # refusals of the request itself, each twice: never cached as a success
+    for _ in range(2):
+        with pytest.raises(ClientError) as unused:
+            holds(condition, {"#a": "colour"}, {":v": {"S": "red"}, ":spare": {"S": "x"}})
+        assert "unused" in unused.value.response["Error"]["Message"].lower()
+        with pytest.raises(ClientError) as malformed:
+            holds("((#a = :v))", {"#a": "colour"}, {":v": {"S": "red"}})
+        assert malformed.value.response["Error"]["Code"] == "ValidationException"
+    assert client.get_item(TableName=TABLE, Key=key)["Item"]["count"] == {"N": "3"}
