@@ -121,8 +121,27 @@ def dispatch(model: Any, params: dict[str, Any], context: dict[str, Any], **_: A
     return http, parsed
 
 
+class _EndpointAsConfigured:
+    """A client that takes its endpoint as configured instead of working it out from the service's endpoint
+    rules on every call (4 % of a local create's CPU): every endpoint here is moto's, and a call answered
+    in process never uses it."""
+
+    meta: Any
+
+    def _resolve_endpoint_ruleset(
+        self, operation_model: Any, params: Any, request_context: Any, ignore_signing_region: bool = False
+    ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        return self.meta.endpoint_url, {}, {}
+
+
+def _endpoint_as_configured(base_classes: list[type], **_: Any) -> None:
+    base_classes.insert(0, _EndpointAsConfigured)
+
+
 def direct_calls(events: Any) -> None:
     """Register on a botocore session's events, after every other ``before-call`` handler (the lock among
-    them): the first to answer ends the event."""
+    them): the first to answer ends the event. Clients created afterwards skip the endpoint rules."""
     events.register_last("before-call.dynamodb", dispatch)
     events.register_last("before-call.sqs", dispatch)
+    events.register("creating-client-class.dynamodb", _endpoint_as_configured)
+    events.register("creating-client-class.sqs", _endpoint_as_configured)

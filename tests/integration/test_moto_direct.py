@@ -332,3 +332,40 @@ def test_every_message_operation_answers_as_the_usual_way() -> None:
             assert repr(answer).replace("q-direct", "q-usual") == repr(wanted), name
         assert {answer[0] for _, answer in got} == {"ok", "error"}
         assert sent == [], "a message operation went over moto's HTTP emulation"
+
+
+def test_direct_clients_take_their_endpoint_as_configured_without_the_endpoint_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from botocore.regions import EndpointRulesetResolver
+
+    def no_rules(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the endpoint rules were consulted")
+
+    with moto_aws():
+        session = boto3.session.Session(region_name=REGION)
+        direct_calls(session._session.get_component("event_emitter"))
+        dynamodb = session.client("dynamodb")
+        sqs = session.client("sqs")
+        monkeypatch.setattr(EndpointRulesetResolver, "construct_endpoint", no_rules)
+        sent: list[str] = []
+        for client in (dynamodb, sqs):
+            client.meta.events.register("request-created", lambda request, **_: sent.append(request.url))
+        # calls that go the usual way (moto's HTTP emulation) go to the configured endpoint
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        assert sent == [dynamodb.meta.endpoint_url + "/", sqs.meta.endpoint_url + "/"]
+        # and calls answered in process need none
+        dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}})
+        assert dynamodb.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"] == {"pk": {"S": "a"}}
+        sqs.send_message(QueueUrl=url, MessageBody="hello")
+        assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["hello"]
+        assert len(sent) == 2
+        # a client of another session still works its endpoint out from the rules
+        monkeypatch.undo()
+        assert boto3.client("dynamodb", region_name=REGION).meta.endpoint_url.startswith("https://dynamodb.")
