@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import bisect
 import copy
+import functools
 import pickle
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _candidates = threading.local()
@@ -73,11 +75,12 @@ class IndexPartitions:
         self.partitions.clear()
         self.entries.clear()
         for item in items:
-            if any(not item.attrs.get(name) for name in self.key_attributes):
+            values = [_attribute(item, name) for name in self.key_attributes]
+            if not all(values):
                 continue
             pk = _pk(item)
-            partition_key = item.attrs[self.hash_attribute]
-            sort_value = _sortable(item.attrs[self.range_attribute]) if self.range_attribute else None
+            partition_key = values[0]
+            sort_value = _sortable(values[1]) if self.range_attribute else None
             entry = (sort_value, _sortable(pk[0]), _sortable(pk[1]), pk)
             self.partitions.setdefault(partition_key, []).append(entry)
             self.entries[pk] = (partition_key, entry)
@@ -515,13 +518,18 @@ def stored_item(table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
 
 def stored_items(table_name: str) -> list[dict[str, Any]]:
     """Every item of a table as moto stores it now (wire format), read without a request."""
-    return [item.to_json()["Attributes"] for item in _every_item(_backend().get_table(table_name))]
+    return [
+        _saved_form(item) or item.to_json()["Attributes"]
+        for item in _every_item(_backend().get_table(table_name))
+    ]
 
 
-def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
-    """Store many items as they were saved (a snapshot): moto accepted each once, so neither its checks nor
-    its size limit run again, and the indexes are built afterwards in one pass rather than item by item."""
+@functools.cache
+def _snapshot_items() -> tuple[type, Callable[[dict[str, Any]], Any]]:
+    """The class of items loaded from a snapshot, and the function that types a saved value."""
     from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+
+    new = object.__new__
 
     def typed(value: dict[str, Any]) -> Any:
         """``DynamoType(value)`` without its checks: the value came from moto's own ``to_json``."""
@@ -536,15 +544,65 @@ def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
             made.value = inner
         return made
 
+    class SnapshotItem(Item):
+        """An item as a snapshot saved it. Most restored items are not read before the next snapshot, so
+        their attributes are typed on first use (a third of a start-up with 10,000 jobs); until then the
+        saved form is the item, exactly: any change goes through ``attrs``, which types them first."""
+
+        @property
+        def attrs(self) -> Any:
+            found = self.__dict__.get("_attrs")
+            if found is None:
+                with _typing_attributes:
+                    found = self.__dict__.get("_attrs")
+                    if found is None:
+                        found = LimitedSizeDict()
+                        dict.update(
+                            found, {key: typed(value) for key, value in self.__dict__["_saved"].items()}
+                        )
+                        self.__dict__["_attrs"] = found
+                        del self.__dict__["_saved"]
+            return found
+
+        @attrs.setter
+        def attrs(self, value: Any) -> None:
+            self.__dict__["_attrs"] = value
+            self.__dict__.pop("_saved", None)
+
+    return SnapshotItem, typed
+
+
+_typing_attributes = threading.Lock()
+
+
+def _saved_form(item: Any) -> dict[str, Any] | None:
+    """A restored item's attributes as saved, while nothing has used them (so they are still the item's)."""
+    saved: dict[str, Any] | None = item.__dict__.get("_saved")
+    return saved
+
+
+def _attribute(item: Any, name: str) -> Any:
+    """``item.attrs.get(name)``, without typing every attribute of an item restored but not yet used."""
+    saved = _saved_form(item)
+    if saved is None:
+        return item.attrs.get(name)
+    value = saved.get(name)
+    return _snapshot_items()[1](value) if value is not None else None
+
+
+def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
+    """Store many items as they were saved (a snapshot): moto accepted each once, so neither its checks nor
+    its size limit run again; their attributes are typed when first used, and the indexes are built
+    afterwards in one pass rather than item by item."""
+    snapshot_item, typed = _snapshot_items()
     new = object.__new__
     table = _backend().get_table(table_name)
     hash_name, range_name = table.hash_key_attr, table.range_key_attr
     for item in items:
-        stored: Any = new(Item)
+        stored: Any = new(snapshot_item)
         stored.hash_key = typed(item[hash_name])
         stored.range_key = typed(item[range_name]) if range_name else None
-        stored.attrs = LimitedSizeDict()
-        dict.update(stored.attrs, {key: typed(value) for key, value in item.items()})
+        stored.__dict__["_saved"] = item
         if range_name:
             table.items[stored.hash_key][stored.range_key] = stored
         else:

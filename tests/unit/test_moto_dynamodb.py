@@ -419,6 +419,73 @@ def test_items_loaded_in_bulk_answer_queries_as_items_put_one_by_one(client: Any
     assert "acme#job-00001" in due_query(client, 2, expression="#d <= :x", values={":x": {"N": "1"}})
 
 
+def test_restored_items_are_typed_when_first_used_and_saved_as_they_are_until_then(client: Any) -> None:
+    import copy
+    import threading
+
+    nested = {
+        "M": {"list": {"L": [{"N": "1"}, {"S": "two"}, {"M": {"x": {"BOOL": True}}}]}, "n": {"NULL": True}}
+    }
+    items = [{**job(number, shard=0, due=number), "extra": nested} for number in range(50)]
+    moto_dynamodb.load_items(TABLE, copy.deepcopy(items))
+    table = moto_dynamodb._backend().get_table(TABLE)
+    stored = {item.hash_key.value: item for item in moto_dynamodb._every_item(table)}
+
+    def untyped() -> set[str]:
+        return {pk for pk, item in stored.items() if moto_dynamodb._saved_form(item) is not None}
+
+    assert len(untyped()) == 50
+    # an index query types only what it answers with; its answers are the saved items
+    found = due_query(client, 0, expression="#d <= :x", values={":x": {"N": "2"}})
+    assert found == ["acme#job-00000", "acme#job-00001", "acme#job-00002"]
+    key = {tables.JOBS_PK: {"S": "acme#job-00003"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    assert client.get_item(TableName=TABLE, Key=key)["Item"] == items[3]
+    assert len(untyped()) >= 46
+    # a write types the item first; the snapshot then has the change, and the others as saved
+    client.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET #e.#l[0] = :v",
+        ExpressionAttributeNames={"#e": "extra", "#l": "list"},
+        ExpressionAttributeValues={":v": {"N": "10"}},
+    )
+    saved = {item[tables.JOBS_PK]["S"]: item for item in moto_dynamodb.stored_items(TABLE)}
+    assert saved["acme#job-00003"]["extra"]["M"]["list"]["L"][0] == {"N": "10"}
+    assert all(saved[item[tables.JOBS_PK]["S"]] == item for item in items if item is not items[3])
+    # a failed transaction puts back a restored item it had touched
+    refused_key = {tables.JOBS_PK: {"S": "acme#job-00010"}, tables.JOBS_SK: {"S": tables.JOB_SK}}
+    with pytest.raises(ClientError):
+        client.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": TABLE,
+                        "Key": refused_key,
+                        "UpdateExpression": "SET colour = :c",
+                        "ExpressionAttributeValues": {":c": {"S": "red"}},
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": TABLE,
+                        "Key": key,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+    assert client.get_item(TableName=TABLE, Key=refused_key)["Item"] == items[10]
+    # threads typing the same item at once all see one set of attributes
+    item = stored["acme#job-00020"]
+    seen: list[int] = []
+    threads = [threading.Thread(target=lambda: seen.append(id(item.attrs))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(seen)) == 1 and moto_dynamodb._saved_form(item) is None
+
+
 def test_the_item_size_limit_is_moto_s_checked_once_per_item(client: Any) -> None:
     base = job(1, shard=0, due=1)
     base_size = sum(len(name) + len(next(iter(value.values()))) for name, value in base.items())
