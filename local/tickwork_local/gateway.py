@@ -209,7 +209,11 @@ class Gateway:
 
 
 class Server(ThreadingHTTPServer):
-    # Room for bursts of new connections: the default backlog of 5 refuses a busy client's sixth.
+    """Every HTTP server of the local stack and its tools: the API, the loopback webhook receiver and
+    `tickwork receive`."""
+
+    # Room for bursts of new connections: with the default backlog of 5 the kernel drops a burst's sixth
+    # connection attempt, and its client tries again only a second later.
     request_queue_size = 128
 
 

@@ -26,9 +26,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from tickwork_local.gateway import Server
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.base import BasePartialBatchProcessor
@@ -421,7 +423,7 @@ class Receiver:
                 self._in_progress[key] -= 1
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(Server):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hung up (a timeout on a held answer) is expected; anything else is reported.
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):

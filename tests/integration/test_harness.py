@@ -241,3 +241,34 @@ def test_held_answers_count_the_requests_in_progress_at_once_per_group() -> None
         held = time.monotonic() - started
     assert receiver.most_at_once == {"a": 2, "b": 1}
     assert held >= 0.3
+
+
+def test_the_local_http_servers_take_a_burst_of_connections_before_accepting_any() -> None:
+    """A burst of new connections waits in the listen backlog while the server is busy: with the default
+    backlog of 5, the kernel drops the rest and each of their clients tries again only a second later."""
+    import socket
+    from http.server import BaseHTTPRequestHandler
+
+    from tickwork_local.gateway import Server
+
+    server = Server(("127.0.0.1", 0), BaseHTTPRequestHandler)  # listening, not yet accepting
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(64):
+            client = socket.socket()
+            client.settimeout(0.5)  # far below the one-second retry of a dropped connection attempt
+            client.connect(server.server_address)
+            clients.append(client)
+        assert len(clients) == 64
+    finally:
+        for client in clients:
+            client.close()
+        server.server_close()
+    # the loopback receiver and `tickwork receive` are such servers
+    from tickwork_local.cli.receive import make_receiver
+
+    with Receiver() as receiver:
+        assert isinstance(receiver.server, Server)
+    receive = make_receiver("127.0.0.1", 0, None, 200, io.StringIO())
+    assert isinstance(receive, Server)
+    receive.server_close()

@@ -107,7 +107,9 @@ def make_receiver(
     ``status``. The caller runs ``serve_forever`` and closes it."""
     # Imported here: `tickwork --help` has no use for an HTTP server.
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from tickwork_local.gateway import Server
 
     lock = threading.Lock()  # deliveries arrive on many threads; keep their lines whole
 
@@ -154,7 +156,7 @@ def make_receiver(
         def log_message(self, format: str, *args: Any) -> None:
             return  # one line per delivery is printed by _deliver
 
-    server = ThreadingHTTPServer((host, port), Receiver)
+    server = Server((host, port), Receiver)
     server.daemon_threads = True
     return server
 
