@@ -326,6 +326,10 @@ def _reuse_parsed_expressions(backend_module: Any) -> None:
             return parse_update(expression)
 
     backend_module.UpdateExpressionParser = CachedUpdateExpressionParser
+    # moto's response layer parses it too, to check the names and values it uses; it only reads the tree.
+    import moto.dynamodb.responses as responses_module
+
+    responses_module.UpdateExpressionParser = CachedUpdateExpressionParser  # type: ignore[attr-defined]
 
     original_lex = ConditionExpressionParser._lex_condition_expression
 
