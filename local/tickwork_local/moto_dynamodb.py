@@ -344,6 +344,7 @@ def _reuse_parsed_expressions(backend_module: Any) -> None:
 
     ConditionExpressionParser._lex_condition_expression = lex  # type: ignore[method-assign]
     _reuse_parsed_conditions()
+    _traverse_with_fixed_maps()
 
     _validate_update_shapes_once()
 
@@ -360,11 +361,17 @@ def _reuse_parsed_conditions() -> None:
     original_operand = ConditionExpressionParser._make_operand
 
     def cache_key(parser: Any) -> tuple[Any, ...] | None:
+        # Only the names and values the expression can use: a request's others (an update's, in the same
+        # maps) do not change its condition, and often differ from one request to the next.
+        expression = parser.condition_expression
         try:
-            names = tuple(sorted((parser.expression_attribute_names or {}).items()))
+            names = parser.expression_attribute_names or {}
             values = parser.expression_attribute_values or {}
-            typed = tuple(sorted((name, tuple(value)) for name, value in values.items()))  # a value's type
-            return (parser.condition_expression, names, typed)
+            used_names = tuple(sorted((name, value) for name, value in names.items() if name in expression))
+            typed = tuple(
+                sorted((name, tuple(value)) for name, value in values.items() if name in expression)
+            )
+            return (expression, used_names, typed)  # a value by its type only
         except TypeError:  # an unhashable or unsortable name or value: moto will say what is wrong
             return None
 
@@ -405,6 +412,59 @@ def _reuse_parsed_conditions() -> None:
 
     ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
     ConditionExpressionParser._make_operand = make_operand  # type: ignore[method-assign]
+
+
+def _traverse_with_fixed_maps() -> None:
+    """moto makes ten passes over an update's tree, and at every node of every pass builds the pass's map of
+    node kinds to handlers afresh (twice) and matches the node against it with ``isinstance`` on abstract
+    classes: two fifths of an UpdateItem. The map never changes for a pass, nor a kind's match for a node
+    class, so each pass keeps its handlers and each (pass, node class) its match; the traversal is moto's."""
+    from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node  # type: ignore[attr-defined]
+
+    is_node: dict[type, bool] = {}
+    matches: dict[tuple[type, type], int | None] = {}  # (pass, node class) -> index of its handler
+
+    def handlers(self: Any) -> list[tuple[type, Callable[[Any], Any]]]:
+        found: list[tuple[type, Callable[[Any], Any]]] | None = self.__dict__.get("_tickwork_handlers")
+        if found is None:
+            found = self.__dict__["_tickwork_handlers"] = list(self._processing_map().items())
+        return found
+
+    def match(self: Any, node_class: type) -> int | None:
+        key = (type(self), node_class)
+        if key not in matches:
+            kinds = [kind for kind, _ in handlers(self)]
+            matches[key] = next((i for i, kind in enumerate(kinds) if issubclass(node_class, kind)), None)
+        return matches[key]
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        return tuple(kind for kind, _ in handlers(self))
+
+    def process(self: Any, node: Any) -> Any:
+        index = match(self, type(node))
+        return handlers(self)[index][1](node) if index is not None else None
+
+    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+        node_class = type(node)
+        if node_class not in is_node:
+            is_node[node_class] = issubclass(node_class, Node)
+        if is_node[node_class]:
+            parent_node = node.parent
+            if node.children is not None:
+                for i, child_node in enumerate(node.children):
+                    self.pre_processing_of_child(node, i)
+                    self.traverse_node_recursively(child_node, i)
+            index = match(self, node_class)
+            if index is not None:
+                node = handlers(self)[index][1](node)
+                node.parent = parent_node
+                if parent_node:
+                    parent_node.children[child_id] = node
+        return node
+
+    DepthFirstTraverser.nodes_to_be_processed = nodes_to_be_processed
+    DepthFirstTraverser.process = process
+    DepthFirstTraverser.traverse_node_recursively = traverse_node_recursively
 
 
 def _validate_update_shapes_once() -> None:

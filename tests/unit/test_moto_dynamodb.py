@@ -560,6 +560,19 @@ def test_a_condition_parsed_once_is_built_again_with_each_request_s_names_and_va
     assert not holds(condition, {"#a": "count"}, {":v": {"S": "3"}})
     assert holds("#a BETWEEN :low AND :high", {"#a": "count"}, {":low": {"N": "1"}, ":high": {"N": "3"}})
     assert not holds("#a BETWEEN :low AND :high", {"#a": "count"}, {":low": {"N": "4"}, ":high": {"N": "9"}})
+    # updates naming other attributes each time share their condition's tree, each with its own values
+    for number in range(3):
+        answer = client.update_item(
+            TableName=TABLE,
+            Key=key,
+            UpdateExpression="SET #x = :t",
+            ConditionExpression="#a = :v OR #a = :w",
+            ExpressionAttributeNames={"#x": f"touched-{number}", "#a": "colour"},
+            ExpressionAttributeValues={":t": {"N": str(number)}, ":v": {"S": "red"}, ":w": {"S": "none"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        assert answer["Attributes"] == {f"touched-{number}": {"N": str(number)}}
+    assert not holds("#a = :v OR #a = :w", {"#a": "colour"}, {":v": {"S": "blue"}, ":w": {"S": "none"}})
     # the same in a transaction's condition check
     check = {"TableName": TABLE, "Key": key, "ConditionExpression": condition}
     client.transact_write_items(
@@ -595,3 +608,34 @@ def test_a_condition_parsed_once_is_built_again_with_each_request_s_names_and_va
             holds("((#a = :v))", {"#a": "colour"}, {":v": {"S": "red"}})
         assert malformed.value.response["Error"]["Code"] == "ValidationException"
     assert client.get_item(TableName=TABLE, Key=key)["Item"]["count"] == {"N": "3"}
+
+
+def test_updates_answer_as_moto_as_released_answers_them() -> None:
+    """The same battery of updates, on moto as released (a fresh interpreter) and on moto with the local
+    stack's changes: the same items after each, the same errors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support import update_battery
+
+    root = Path(__file__).resolve().parents[2]
+    released = subprocess.run(
+        [sys.executable, "-m", "tests.support.update_battery"],
+        cwd=root,
+        env={
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    moto_dynamodb.install()
+    with mock_aws():
+        changed = update_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
+    assert len(released) == 2 * len(update_battery.STEPS)
+    assert changed == released
