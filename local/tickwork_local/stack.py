@@ -7,6 +7,7 @@ second; a few pollers long-poll the run queue and hand SQS-shaped batches to the
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -626,6 +627,7 @@ class LocalStack:
             current.metrics = self.metrics
             self.replan_restored()
             tenants = self.seed_tenants()
+            collect_less_often()
             server = serve(
                 Gateway(
                     HandlerPool(make_api_handler),
@@ -723,6 +725,20 @@ def cli_program(cwd: Path | None = None) -> str:
         except ValueError:
             return str(script)
     return f"{sys.executable} -m tickwork_local.cli"
+
+
+# The youngest generation is collected after this many allocations (Python's default: 700).
+YOUNG_COLLECTION_THRESHOLD = 50_000
+
+
+def collect_less_often() -> None:
+    """The local stack keeps every table in memory, hundreds of thousands of long-lived objects (moto's items
+    and indexes, the restored snapshot, the modules): the cyclic garbage collector walked them again and
+    again, a sixth of a burst of runs' CPU. What is alive once the stack has started is set aside for good
+    (``gc.freeze``), and the youngest generation is collected less often; what is freed by reference
+    counting (most of a run's garbage) is freed at once as before."""
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
 
 
 @contextmanager

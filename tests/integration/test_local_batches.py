@@ -72,3 +72,23 @@ def test_each_invocation_gets_at_most_batch_size_messages(
     assert len(receiver.for_path("/batched")) == 6
     assert batches and max(batches) <= 2
     assert sum(batches) >= 6
+
+
+def test_a_started_stack_sets_what_is_alive_aside_from_the_garbage_collector(tmp_path: Path) -> None:
+    import gc
+
+    from tickwork_local.stack import YOUNG_COLLECTION_THRESHOLD
+
+    threshold = gc.get_threshold()
+    try:
+        with running_in_thread(
+            environment={"TICKWORK_LOCAL_TENANTS": "acme:tw_gc", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            log_file=str(tmp_path / "tickwork.log"),
+            tick_seconds=0.5,
+            workers=1,
+        ):
+            assert gc.get_freeze_count() > 100_000  # the modules, moto's backends, the tables
+            assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
