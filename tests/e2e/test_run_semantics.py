@@ -214,8 +214,8 @@ def test_fires_that_fell_in_a_pause_follow_the_misfire_policy_on_resume(
     api.act(job["job_id"], "pause", {"reason": "maintenance"})
     # When it is resumed a second and a half after the gap's last fire (past its grace)
     sleep_until(first + 9.5)
+    resumed = time.time()  # before the request: the gap's fires may run before its answer comes back
     api.act(job["job_id"], "resume")
-    resumed = time.time()
     sleep_until(resumed + 3.5)
     api.act(job["job_id"], "pause", {"reason": "done"})
     assert wait_for(lambda: settled(api, job["job_id"]), timeout=10), unsettled(api, job["job_id"])
@@ -246,9 +246,9 @@ def test_after_an_outage_queued_and_overdue_fires_follow_the_misfire_policy(
     assert stack.stop_workers(timeout=10)
     # When it comes back a second and a half after the outage's last fire
     sleep_until(first + 9.5)
+    back = time.time()  # before the start: a restarted worker may deliver before this thread runs again
     stack.start_planner()
     stack.start_workers()
-    back = time.time()
     sleep_until(back + 3.5)
     api.act(job["job_id"], "pause", {"reason": "done"})
     assert wait_for(lambda: settled(api, job["job_id"]), timeout=10), unsettled(api, job["job_id"])
