@@ -63,6 +63,15 @@ def test_a_pass_deletes_what_succeeded_and_leaves_the_failures_to_their_visibili
     assert depth(sqs, url) == (0, 1)
 
 
+def test_a_batch_is_deleted_in_one_call_as_the_event_source_mapping_does(sqs: Any) -> None:
+    url = queue_with(sqs, *[f"m{index}" for index in range(10)])
+    calls: list[str] = []
+    sqs.meta.events.register("before-call.sqs", lambda model, **_: calls.append(model.name))
+    assert Pump(sqs, url, partial_batches(lambda record: "done"), batch_size=10).once() == 10
+    assert calls == ["ReceiveMessage", "DeleteMessageBatch"]
+    assert depth(sqs, url) == (0, 0)
+
+
 def test_the_event_is_what_the_event_source_mapping_delivers(sqs: Any) -> None:
     url = queue_with(sqs, '{"n": 1}')
     events: list[dict[str, Any]] = []
