@@ -109,7 +109,8 @@ def one_run(engine: Engine, job_id: str) -> tuple[Tally, Tally]:
     planner = meter.tally.snapshot()
     assert engine.drain() == 1
     worker = meter.tally.minus(planner)
-    for name in ("sqs.ReceiveMessage", "sqs.DeleteMessage"):  # the event source mapping's, not the run's
+    # the event source mapping's, not the run's
+    for name in ("sqs.ReceiveMessage", "sqs.DeleteMessage", "sqs.DeleteMessageBatch"):
         worker.requests.pop(name, None)
     return planner, worker
 
