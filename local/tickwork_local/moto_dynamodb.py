@@ -438,13 +438,6 @@ def _traverse_with_fixed_maps() -> None:
             matches[key] = next((i for i, kind in enumerate(kinds) if issubclass(node_class, kind)), None)
         return matches[key]
 
-    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
-        return tuple(kind for kind, _ in handlers(self))
-
-    def process(self: Any, node: Any) -> Any:
-        index = match(self, type(node))
-        return handlers(self)[index][1](node) if index is not None else None
-
     def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
         node_class = type(node)
         if node_class not in is_node:
@@ -463,8 +456,6 @@ def _traverse_with_fixed_maps() -> None:
                     parent_node.children[child_id] = node
         return node
 
-    DepthFirstTraverser.nodes_to_be_processed = nodes_to_be_processed
-    DepthFirstTraverser.process = process
     DepthFirstTraverser.traverse_node_recursively = traverse_node_recursively
 
 
