@@ -233,21 +233,23 @@ class Pump:
         return response
 
     def delete(self, messages: Sequence[Message]) -> None:
-        """The handled messages in DeleteMessageBatch calls, as the event source mapping deletes them. A
-        message not deleted (its receipt expired) is delivered again after its visibility timeout."""
-        for start in range(0, len(messages), 10):  # the call's limit
-            chunk = messages[start : start + 10]
-            response = self.sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[
-                    {"Id": str(index), "ReceiptHandle": m["ReceiptHandle"]} for index, m in enumerate(chunk)
-                ],
+        """The handled messages (a receive's, so at most ten) in one DeleteMessageBatch, as the event source
+        mapping deletes them. A message not deleted (its receipt expired) comes back after its visibility
+        timeout."""
+        if not messages:
+            return
+        response = self.sqs.delete_message_batch(
+            QueueUrl=self.queue_url,
+            Entries=[
+                {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
+                for index, message in enumerate(messages)
+            ],
+        )
+        for failure in response.get("Failed", []):
+            logging.getLogger("tickwork").warning(
+                "message not deleted; it comes back after its visibility timeout",
+                extra={"message_id": messages[int(failure["Id"])]["MessageId"], "code": failure.get("Code")},
             )
-            for failure in response.get("Failed", []):
-                logging.getLogger("tickwork").warning(
-                    "message not deleted; it comes back after its visibility timeout",
-                    extra={"message_id": chunk[int(failure["Id"])]["MessageId"], "code": failure.get("Code")},
-                )
 
     def once(self) -> int:
         """One pass: receive once, deliver what came; returns how many messages it handled."""
