@@ -347,6 +347,40 @@ def test_colours_and_rich_tables_only_on_a_terminal_and_never_with_no_color(cli:
     assert "\x1b[" not in refused.err
 
 
+def test_ids_names_and_data_are_printed_literally_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
+    # Given a job whose description reads like Rich markup and emoji codes, and a manual run of it (its id
+    # holds ":m:", Rich's emoji code for Ⓜ)
+    description = "[bold]nightly[/bold] :smile: report"
+    cli.create("literal", *DEFAULT_JOB_FLAGS, "--description", description)
+    terminal = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+
+    # When it is triggered and followed on a terminal until --wait-timeout runs out (no worker runs here)
+    waited = cli(
+        "jobs", "trigger", "literal", "--wait", "--wait-timeout", "1", "--interval", "0.2", env=terminal
+    )
+
+    # Then the run id is printed as it is: in the run shown, in the spinner and in the note on stderr
+    assert waited.code == 7, waited.err
+    run_id = re.search(r"^run_id\s+(\S+)$", waited.out, re.MULTILINE)
+    assert run_id is not None and ":m:" in run_id[1], waited.out
+    assert f"run {run_id[1]}: ENQUEUED" in waited.err  # the spinner
+    assert f"run {run_id[1]} is still ENQUEUED after 1 s" in waited.err  # the note
+    assert "Ⓜ" not in waited.out + waited.err
+    # And so in an error that names it, in a job's fields and in a diff
+    missing = run_id[1] + "0"
+    refused = cli("runs", "get", missing, env=terminal)
+    assert refused.code == 1
+    assert f"run '{missing}' not found" in refused.err
+    shown = cli("jobs", "get", "literal", env=terminal)
+    assert description in shown.out
+    spec = tmp_path / "literal.yaml"
+    spec.write_text(cli("jobs", "export", "literal").out.replace("report", "report :+1: [red]"))
+    diff = cli("apply", "-f", str(spec), "--dry-run", env=terminal)
+    assert diff.code == 0, diff.err
+    assert "[bold]nightly[/bold] :smile: report :+1: [red]" in diff.out
+    assert "😄" not in diff.out + shown.out and "👍" not in diff.out
+
+
 def test_global_options_may_follow_the_command(cli: Cli) -> None:
     cli.create("anywhere")
     result = invoke("jobs", "list", "-o", "json", "--api-url", cli.url, "--token", ACME)

@@ -64,8 +64,15 @@ def make_console(*, stderr: bool) -> Console:
     a progress bar's proxy)."""
     from rich.console import Console
 
-    # No colour system at all under NO_COLOR: not even bold or dim escape codes.
-    return Console(stderr=stderr, highlight=False, color_system=None if no_color() else "auto")
+    # No colour system at all under NO_COLOR: not even bold or dim escape codes. Data is printed as it is:
+    # no Rich markup ("[bold]") and no emoji codes (the ":m:" of a manual run's id is not "Ⓜ").
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        color_system=None if no_color() else "auto",
+    )
 
 
 def text(value: Any) -> str:
@@ -199,7 +206,7 @@ class Output:
 
     def line(self, message: str = "", style: str | None = None) -> None:
         if self.terminal and style:
-            self.out.print(message, style=style, markup=False, soft_wrap=True)
+            self.out.print(message, style=style, markup=False, emoji=False, soft_wrap=True)
         else:
             sys.stdout.write(message + "\n")
             sys.stdout.flush()
@@ -235,11 +242,11 @@ class Output:
     # --- around the answer (stderr) -------------------------------------------------------------------------
     def note(self, message: str) -> None:
         """A hint or a remark: on stderr, so that stdout holds only the answer."""
-        self.err.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
+        self.err.print(message, style="dim", markup=False, emoji=False, highlight=False, soft_wrap=True)
 
     def error(self, error: CliError) -> None:
         for line in error.lines():
-            self.err.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
+            self.err.print(line, style="red", markup=False, emoji=False, highlight=False, soft_wrap=True)
 
     @contextmanager
     def progress(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
@@ -259,7 +266,7 @@ class Output:
         counter = MofNCompleteColumn() if total is not None else TextColumn("{task.completed}")
         columns = [
             SpinnerColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             counter,
             TimeElapsedColumn(),
@@ -283,10 +290,13 @@ class Output:
         if not self.err.is_terminal:
             yield _ignore
             return
-        with self.err.status(message) as shown:
+        from rich.text import Text
+
+        # A spinner reads a string as markup with emoji codes: its text is given as Text, taken literally.
+        with self.err.status(Text(message)) as shown:
 
             def update(message: str) -> None:
-                shown.update(message)
+                shown.update(Text(message))
 
             yield update
 
