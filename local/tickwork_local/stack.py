@@ -552,10 +552,14 @@ class LocalStack:
             int(sum(recent.get("RunsSucceeded", []))),
         )
         failed = int(sum(recent.get("RunsFailed", [])) + sum(recent.get("RunsDead", [])))
+
+        def lag(pct: int) -> str:
+            value = percentile(lags, pct)
+            return "-" if value is None else f"{value} ms"  # no run started in the last 60 s
+
         return (
             f"[{datetime.now(UTC):%H:%M:%S}] jobs registered {registered} | last 60 s: started {started}, "
-            f"succeeded {succeeded}, failed {failed} | lag p50 {percentile(lags, 50)} ms, "
-            f"p99 {percentile(lags, 99)} ms | queue depth {depth}"
+            f"succeeded {succeeded}, failed {failed} | lag p50 {lag(50)}, p99 {lag(99)} | queue depth {depth}"
         )
 
     def spawn(self, target: Any, name: str, *args: Any) -> threading.Thread:

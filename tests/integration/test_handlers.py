@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -182,11 +183,13 @@ def test_the_local_status_line_reports_jobs_runs_lag_and_depth(deployed: Any, re
     before = stack.status_line()
     assert "jobs registered 1" in before
     assert "queue depth 1" in before
+    assert "lag p50 -, p99 - |" in before  # no run yet: no figure, rather than "None ms"
     message = current.sqs.receive_message(QueueUrl=current.queue_url)["Messages"][0]
     current.worker().handle(RunMessage.model_validate_json(message["Body"]))
     after = stack.status_line()
     assert "started 1, succeeded 1, failed 0" in after
     assert "lag p50 None" not in after
+    assert re.search(r"lag p50 \d+ ms, p99 \d+ ms", after), after
 
 
 def test_a_batchs_jobs_call_their_targets_side_by_side(deployed: Any, receiver: Receiver) -> None:
