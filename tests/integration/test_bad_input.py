@@ -206,6 +206,26 @@ CASES: list[Any] = [
         id="body-not-json",
     ),
     pytest.param(
+        expect(
+            raw("POST", "/v1/jobs", raw_body='{"name": "x" "schedule": 1}'),
+            400,
+            "invalid_json",
+            None,
+            "not valid JSON: Expecting ',' delimiter at line 1 column 14",
+        ),
+        id="body-json-says-where-it-breaks",
+    ),
+    pytest.param(
+        expect(
+            raw("POST", "/v1/jobs", raw_body='{\n  "name": "x"\n  "schedule": 1\n}'),
+            400,
+            "invalid_json",
+            None,
+            "at line 3 column 3",
+        ),
+        id="body-json-says-on-which-line-it-breaks",
+    ),
+    pytest.param(
         expect(raw("POST", "/v1/jobs", body=[job()]), 400, "invalid_json", None, "object"),
         id="body-json-array",
     ),

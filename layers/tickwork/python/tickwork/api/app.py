@@ -107,15 +107,17 @@ def parse_json_object(body: str) -> dict[str, Any]:
     validator, and NaN or Infinity would be stored and sent on as invalid JSON."""
 
     def refuse_constant(name: str) -> Any:
-        raise json.JSONDecodeError(f"{name} is not valid JSON", body, 0)
+        raise ValueError(f"{name} is not valid JSON")
 
     try:
         parsed = json.loads(body, parse_constant=refuse_constant)
     except RecursionError as error:
         raise json.JSONDecodeError("the JSON is nested too deeply", body, 0) from error
-    except json.JSONDecodeError:
-        raise
-    except ValueError as error:  # an integer longer than the interpreter converts
+    except json.JSONDecodeError as error:
+        # The message says where the JSON breaks: the error's own text ends before its position.
+        where = f"{error.msg} at line {error.lineno} column {error.colno}"
+        raise json.JSONDecodeError(where, body, error.pos) from error
+    except ValueError as error:  # NaN or Infinity, or an integer longer than the interpreter converts
         raise json.JSONDecodeError(str(error), body, 0) from error
     if not isinstance(parsed, dict):
         raise json.JSONDecodeError("the request body must be a JSON object", body, 0)
