@@ -96,6 +96,16 @@ CASES: list[Any] = [
         id="unknown-timezone",
     ),
     pytest.param(
+        expect(
+            create(schedule=cron(timezone="europe/paris")),
+            400,
+            S,
+            "schedule.timezone",
+            "unknown IANA time zone 'europe/paris': did you mean Europe/Paris?",
+        ),
+        id="timezone-in-another-case-gets-a-suggestion",
+    ),
+    pytest.param(
         expect(create(schedule=cron(expression="0 25 * * *")), 400, S, "schedule.expression"),
         id="cron-hour-25",
     ),

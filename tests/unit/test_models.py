@@ -183,6 +183,34 @@ def test_unknown_time_zone_is_refused(timezone: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("europe/paris", "Europe/Paris"),  # another case
+        ("America/New_york", "America/New_York"),
+        ("utc", "UTC"),
+        ("America/New_York ", "America/New_York"),
+        ("Europe/Pari", "Europe/Paris"),  # a close name
+        ("America/New York", "America/New_York"),
+        ("Tokyo", "Asia/Tokyo"),  # a city alone
+        ("Mars/Olympus_Mons", None),
+        ("GMT+1", None),  # not GMT+0: another offset is no suggestion
+        ("localtime", None),
+    ],
+)
+def test_an_unknown_time_zone_names_the_zone_probably_meant(given: str, meant: str | None) -> None:
+    # Given a cron schedule in a zone the IANA database does not name
+    # When it is validated
+    error = single_error(cron_spec(timezone=given))
+
+    # Then the message suggests the known zone closest to it, if one is close
+    assert error["type"] == "unknown_timezone"
+    if meant is None:
+        assert "did you mean" not in error["msg"]
+    else:
+        assert error["msg"] == f"unknown IANA time zone '{given}': did you mean {meant}?"
+
+
+@pytest.mark.parametrize(
     "expression",
     [
         "61 9 * * *",

@@ -15,6 +15,7 @@ This works for any zone zoneinfo knows, including 30-minute shifts and days with
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -148,8 +149,42 @@ def zone(name: str) -> ZoneInfo:
 
 def check_timezone(name: str) -> str:
     if name not in _known_zones():
-        raise PydanticCustomError("unknown_timezone", "unknown IANA time zone '{name}'", {"name": name})
+        suggestion = suggest_timezone(name)
+        if suggestion is None:
+            raise PydanticCustomError("unknown_timezone", "unknown IANA time zone '{name}'", {"name": name})
+        raise PydanticCustomError(
+            "unknown_timezone",
+            "unknown IANA time zone '{name}': did you mean {suggestion}?",
+            {"name": name, "suggestion": suggestion},
+        )
     return name
+
+
+@lru_cache(maxsize=256)
+def suggest_timezone(name: str) -> str | None:
+    """The known zone ``name`` most likely meant: the same name in other case (``europe/paris``), else the
+    closest name (``Europe/Pari``, ``America/New York``), else the zone of that city (``Tokyo``)."""
+    by_lower = {zone.lower(): zone for zone in sorted(_known_zones())}
+    wanted = name.strip().lower().replace(" ", "_")
+    if wanted in by_lower:
+        return by_lower[wanted]
+    # A zone whose digits differ is another offset (GMT+1 is not GMT+0): never suggested.
+    digits = [char for char in wanted if char.isdigit()]
+    close = [
+        zone
+        for zone in difflib.get_close_matches(wanted, by_lower, n=3, cutoff=0.8)
+        if [char for char in zone if char.isdigit()] == digits
+    ]
+    if close:
+        return by_lower[close[0]]
+    if "/" not in wanted and not digits:
+        cities = sorted(
+            (zone for lowered, zone in by_lower.items() if lowered.rsplit("/", 1)[-1] == wanted),
+            key=lambda zone: (zone.count("/"), zone),
+        )
+        if cities:
+            return cities[0]
+    return None
 
 
 class _IteratorCache(threading.local):
