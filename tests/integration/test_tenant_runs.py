@@ -14,6 +14,7 @@ from tickwork.domain.models import Run, RunStatus, scheduled_run_id
 
 from tests.conftest import TOKENS, item_counts, scan_all
 from tests.support.apigw import ApiGateway, HttpResult, rest_event
+from tests.support.streams import StreamIndexer
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
 BASE = datetime(2030, 1, 1, tzinfo=UTC)
@@ -70,9 +71,9 @@ def all_pages(api: ApiGateway, token: str = ACME, /, **query: Any) -> list[list[
 
 
 @pytest.fixture
-def seeded(api: ApiGateway) -> dict[str, Any]:
+def seeded(api: ApiGateway, dynamodb: Any) -> dict[str, Any]:
     """Three acme jobs with DEAD, FAILED, SUCCEEDED and RETRY_WAIT runs interleaved in time, and a globex job
-    with a DEAD run."""
+    with a DEAD run; the runs table's stream read into the run index."""
     jobs = [new_job(api, f"job-{index}") for index in range(3)]
     runs: dict[str, list[tuple[int, str]]] = {}
     statuses = [RunStatus.DEAD, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.RETRY_WAIT]
@@ -82,6 +83,7 @@ def seeded(api: ApiGateway) -> dict[str, Any]:
         runs.setdefault(status.value, []).append((minute, store_run(job_id, minute, status)))
     other = new_job(api, "elsewhere", GLOBEX)
     store_run(other, 5, RunStatus.DEAD, "globex")
+    StreamIndexer(dynamodb).index()
     return {"jobs": jobs, "runs": runs, "other": other}
 
 

@@ -18,6 +18,7 @@ class Settings(BaseModel):
     runs_table: str = tables.RUNS.default_name
     tenants_table: str = tables.TENANTS.default_name
     idempotency_table: str = tables.IDEMPOTENCY.default_name
+    run_index_table: str = tables.RUN_INDEX.default_name
     run_queue_url: str | None = None
     dead_run_queue_url: str | None = None
 
@@ -76,6 +77,7 @@ class Settings(BaseModel):
             "runs_table": tables.RUNS.env_var,
             "tenants_table": tables.TENANTS.env_var,
             "idempotency_table": tables.IDEMPOTENCY.env_var,
+            "run_index_table": tables.RUN_INDEX.env_var,
             "run_queue_url": tables.RUN_QUEUE.env_var,
             "dead_run_queue_url": tables.DEAD_RUN_QUEUE.env_var,
         }

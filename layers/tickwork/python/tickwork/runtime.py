@@ -24,8 +24,10 @@ from tickwork import tables
 from tickwork.adapters.jobs import DynamoDueShards, DynamoJobStore
 from tickwork.adapters.lanes import DynamoLanes, DynamoTenantSlots
 from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunQueue
+from tickwork.adapters.run_index import DynamoRunIndex
 from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
+from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.ports import DeadLetters, Dispatch, Metrics, RunQueue
 from tickwork.app.service import JobService
@@ -141,6 +143,14 @@ class Runtime:
         )
 
     @cached_property
+    def index(self) -> DynamoRunIndex:
+        return DynamoRunIndex(
+            self.dynamodb,
+            table=self.settings.run_index_table,
+            retention=timedelta(days=self.settings.run_retention_days),
+        )
+
+    @cached_property
     def tenants(self) -> DynamoTenantStore:
         return DynamoTenantStore(self.dynamodb, table=self.settings.tenants_table)
 
@@ -213,6 +223,7 @@ class Runtime:
         return JobService(
             jobs=self.jobs,
             runs=self.runs,
+            index=self.index,
             tenants=self.tenants,
             queue=self.queue,
             planner=self.planner,
@@ -220,6 +231,10 @@ class Runtime:
             aws_targets=self.settings.aws_target_policy(),
             max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
         )
+
+    @cached_property
+    def indexer(self) -> Indexer:
+        return Indexer(index=self.index, metrics=self.metrics)
 
     def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
         """Call the run's target once for this attempt (the run item already made the attempt exclusive)."""

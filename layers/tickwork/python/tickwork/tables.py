@@ -39,6 +39,8 @@ class TableDefinition:
     sort_key: KeyAttribute | None = None
     indexes: tuple[IndexDefinition, ...] = ()
     ttl_attribute: str | None = None
+    # A change feed of the table's items (DynamoDB Streams' view type), for whatever indexes them elsewhere.
+    stream_view: Literal["NEW_IMAGE"] | None = None
 
     @property
     def default_name(self) -> str:
@@ -55,8 +57,9 @@ class TableDefinition:
                 seen.setdefault(attribute.name, attribute)
         return list(seen.values())
 
-    def create_table_kwargs(self, table_name: str | None = None) -> dict[str, Any]:
-        """Arguments for boto3's ``create_table``, used by the local stack and the tests."""
+    def create_table_kwargs(self, table_name: str | None = None, *, stream: bool = True) -> dict[str, Any]:
+        """Arguments for boto3's ``create_table``, used by the local stack and the tests. ``stream=False``
+        leaves the change feed out: the local stack feeds its indexer itself (``tickwork_local.changes``)."""
         kwargs: dict[str, Any] = {
             "TableName": table_name or self.default_name,
             "BillingMode": "PAY_PER_REQUEST",
@@ -74,6 +77,8 @@ class TableDefinition:
                 }
                 for index in self.indexes
             ]
+        if stream and self.stream_view is not None:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": self.stream_view}
         return kwargs
 
 
@@ -170,6 +175,30 @@ RUNS = TableDefinition(
         IndexDefinition(FAILURES_INDEX, KeyAttribute(FAILURE_TENANT, "S"), KeyAttribute(FAILURE_AT, "S")),
     ),
     ttl_attribute=RUNS_TTL,
+    # Read by the indexer (``tickwork.app.indexer``) into the run index below.
+    stream_view="NEW_IMAGE",
+)
+
+# --- run index --------------------------------------------------------------------------------------------
+# The tenant-wide run history (``tickwork.domain.run_index``), written from the runs table's change feed: a
+# chunk item holds the summaries of many runs of one tenant and one minute (their scheduled time), so a run
+# costs a share of one write, and no run write touches an index. A partition per tenant and hour
+# ("<tenant>#<epoch hour>"), chunks keyed "<newest scheduled ms, 13 digits>#<chunk id>"; the hours that hold
+# chunks are listed in "<tenant>#hours" (sort key: the hour, 10 digits), so a sparse history is walked by
+# the hours it has.
+INDEX_PK = "pk"
+INDEX_SK = "sk"
+INDEX_TTL = "expires_at"
+INDEX_HOURS = "hours"
+INDEX_ENTRIES = "entries"  # the chunk's summaries, compressed (``tickwork.adapters.run_index``)
+HOUR_MS = 3_600_000
+
+RUN_INDEX = TableDefinition(
+    logical_name="run-index",
+    env_var="TICKWORK_RUN_INDEX_TABLE",
+    partition_key=KeyAttribute(INDEX_PK, "S"),
+    sort_key=KeyAttribute(INDEX_SK, "S"),
+    ttl_attribute=INDEX_TTL,
 )
 
 # --- tenants ----------------------------------------------------------------------------------------------
@@ -208,7 +237,7 @@ IDEMPOTENCY = TableDefinition(
     ttl_attribute=IDEMPOTENCY_TTL,
 )
 
-ALL_TABLES: tuple[TableDefinition, ...] = (JOBS, RUNS, TENANTS, IDEMPOTENCY)
+ALL_TABLES: tuple[TableDefinition, ...] = (JOBS, RUNS, TENANTS, IDEMPOTENCY, RUN_INDEX)
 
 
 # --- queues -----------------------------------------------------------------------------------------------
@@ -263,6 +292,23 @@ def history_bounds(since_ms: int | None, through_ms: int | None) -> tuple[str, s
     job's history and in the failure index alike: both keys start with the 13-digit time, and "~" sorts after
     every character that follows it (never reaching the manual pointers, "m#...")."""
     return f"{since_ms or 0:013d}", f"{through_ms if through_ms is not None else 10**13 - 1:013d}~"
+
+
+def index_partition(tenant_id: str, hour: int) -> str:
+    """The run index's partition of a tenant's runs scheduled in one hour (epoch hours)."""
+    return f"{tenant_id}#{hour}"
+
+
+def index_hours_key(tenant_id: str) -> str:
+    return f"{tenant_id}#{INDEX_HOURS}"
+
+
+def index_hour_sort_key(hour: int) -> str:
+    return f"{hour:010d}"
+
+
+def index_chunk_sort_key(newest_ms: int, chunk_id: str) -> str:
+    return f"{newest_ms:013d}#{chunk_id}"
 
 
 def manual_pointer_key(manual_hash: str) -> str:

@@ -284,24 +284,6 @@ class DynamoJobStore:
         jobs = self.get_many([(tenant_id, item[tables.JOB_ID]["S"]) for item in items])
         return Page(jobs, encode_cursor(last_key) if last_key else None)
 
-    def job_ids(self, tenant_id: str, *, limit: int) -> list[str]:
-        """Up to ``limit`` of the tenant's job ids, newest first, cancelled jobs included (read from the
-        index alone)."""
-        ids: list[str] = []
-        query: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": tables.JOBS_BY_TENANT_INDEX,
-            "KeyConditionExpression": "#tenant = :tenant",
-            "ScanIndexForward": False,
-            "ProjectionExpression": "#job",
-            "ExpressionAttributeNames": {"#tenant": tables.JOB_TENANT, "#job": tables.JOB_ID},
-            "ExpressionAttributeValues": to_item({":tenant": tenant_id}),
-        }
-        pages = self.client.get_paginator("query").paginate(**query, PaginationConfig={"MaxItems": limit})
-        for page in pages:
-            ids.extend(item[tables.JOB_ID]["S"] for item in page["Items"])
-        return ids[:limit]
-
     def due_jobs(self, shard: int, *, until: datetime, limit: int) -> list[tuple[str, str]]:
         """(tenant_id, job_id) of the shard's jobs due by ``until``, earliest first."""
         found: list[tuple[str, str]] = []

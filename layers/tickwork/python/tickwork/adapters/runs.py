@@ -4,6 +4,7 @@ job's history is a key range; manual runs found from their id through a pointer;
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,9 @@ from tickwork.adapters.dynamo import (
     to_item,
 )
 from tickwork.adapters.expressions import Update
-from tickwork.app.ports import Expect, Page, RunSample, Written
+from tickwork.app.ports import Expect, Page, Written
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
-from tickwork.domain.models import Run, RunStatus, parse_run_id
+from tickwork.domain.models import Run, parse_run_id
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339
 from tickwork.errors import InvalidInput, NotFound
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 _RUN_FIELDS = frozenset(Run.model_fields)
 BATCH_GET_SIZE = 100
+UNPROCESSED_TRIES = 8
 # The statuses an operator acts on: only runs in these carry the failure index's attributes.
 OPERATOR_STATUSES = RETRYABLE_BY_HAND
 # A query that reads a few runs of one job by their key range reads at most this many items.
@@ -251,27 +253,30 @@ class DynamoRunStore:
         )
         return run_from_item(response["Items"][0]) if response["Items"] else None
 
-    def recent(self, tenant_id: str, job_id: str, *, since: datetime, limit: int) -> list[RunSample]:
-        response = self.client.query(
-            TableName=self.table,
-            KeyConditionExpression="#pk = :pk AND #sk BETWEEN :since AND :end",
-            ScanIndexForward=False,
-            Limit=limit,
-            ProjectionExpression="#status, lag_ms",
-            ExpressionAttributeNames={"#pk": tables.RUNS_PK, "#sk": tables.RUNS_SK, "#status": "status"},
-            ExpressionAttributeValues=to_item(
-                {
-                    ":pk": tables.job_key(tenant_id, job_id),
-                    ":since": tables.run_sort_key(to_epoch_ms(since)),
-                    ":end": tables.HISTORY_END,
-                }
-            ),
-        )
-        samples = []
-        for item in response["Items"]:
-            values = from_item(item)
-            samples.append(RunSample(RunStatus(values["status"]), values.get("lag_ms")))
-        return samples
+    def get_many(self, tenant_id: str, runs: Sequence[tuple[str, int]]) -> dict[str, Run]:
+        """Runs of any of the tenant's jobs by id and scheduled time (which together name the item, a manual
+        run's too), in BatchGetItem calls of up to 100 keys, eventually consistent."""
+        keys: dict[tuple[str, str], str] = {}
+        for run_id, scheduled_ms in runs:
+            key = parse_run_id(run_id)
+            if key is not None:
+                partition = tables.job_key(tenant_id, key.job_id)
+                keys[(partition, tables.run_sort_key(scheduled_ms, key.manual))] = run_id
+        found: dict[str, Run] = {}
+        wanted = [to_item({tables.RUNS_PK: pk, tables.RUNS_SK: sk}) for pk, sk in keys]
+        for start in range(0, len(wanted), BATCH_GET_SIZE):
+            request: dict[str, Any] = {self.table: {"Keys": wanted[start : start + BATCH_GET_SIZE]}}
+            for attempt in range(UNPROCESSED_TRIES):
+                response = self.client.batch_get_item(RequestItems=request)
+                for item in response["Responses"].get(self.table, []):
+                    run = run_from_item(item)
+                    if run.tenant_id == tenant_id:
+                        found[run.run_id] = run
+                request = dict(response.get("UnprocessedKeys") or {})
+                if not request:
+                    break
+                time.sleep(min(1.0, 0.05 * 2**attempt))
+        return found
 
     def list_failures(
         self, tenant_id: str, only: RunFilter, *, before: Position | None, want: int, budget: int

@@ -3,13 +3,14 @@ and ``tickwork.testing`` holds in-memory fakes of the same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.run_index import IndexChunk
 from tickwork.domain.run_listing import Position, RunFilter, Slice
 from tickwork.domain.tenants import Principal, Tenant
 
@@ -21,14 +22,6 @@ Clock = Callable[[], datetime]
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None = None
-
-
-@dataclass(frozen=True)
-class RunSample:
-    """The little the stats route needs of one recent run."""
-
-    status: RunStatus
-    lag_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -93,9 +86,6 @@ class JobStore(Protocol):
         self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
     ) -> Page[Job]:
         """Newest first. ``status=None`` lists every job but the cancelled ones."""
-
-    def job_ids(self, tenant_id: str, *, limit: int) -> list[str]:
-        """Up to ``limit`` of the tenant's job ids, newest first, cancelled ones included."""
 
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         """Replace the job if its stored version is ``expected_version``; move the name lock on a rename."""
@@ -196,10 +186,21 @@ class RunStore(Protocol):
     def latest(self, tenant_id: str, job_id: str, *, until: datetime) -> Run | None:
         """The stored run with the latest scheduled time at or before ``until``."""
 
-    def recent(self, tenant_id: str, job_id: str, *, since: datetime, limit: int) -> list[RunSample]: ...
+    def get_many(self, tenant_id: str, runs: Sequence[tuple[str, int]]) -> dict[str, Run]:
+        """The stored runs among ``(run_id, scheduled ms)`` of any of the tenant's jobs, read in batches."""
 
     def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
         """``(tenant_id, run_id)`` of runs the sweeper should look at by now, oldest first."""
+
+
+class RunIndex(Protocol):
+    """The tenant-wide run history (``tickwork.domain.run_index``), written from the runs' change feed."""
+
+    def write(self, chunks: Sequence[IndexChunk]) -> None: ...
+
+    def chunks(self, tenant_id: str, *, below_ms: int | None, since_ms: int | None) -> Iterator[IndexChunk]:
+        """The tenant's chunks whose newest run is scheduled before ``below_ms``, newest first, read as
+        they are asked for; none older than ``since_ms``."""
 
 
 class RunQueue(Protocol):

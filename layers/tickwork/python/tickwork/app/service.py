@@ -18,7 +18,7 @@ from itertools import islice
 from ulid import ULID
 
 from tickwork.app.planner import Planner
-from tickwork.app.ports import Dispatch, Expect, JobStore, Page, RunQueue, RunSample, RunStore, TenantStore
+from tickwork.app.ports import Dispatch, Expect, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.lanes import Holder, Lane, ended
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
@@ -39,7 +39,8 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.patch import merge_patch
-from tickwork.domain.run_listing import RunFilter, decode_cursor, encode_cursor, merge
+from tickwork.domain.run_index import chunks_below, read_index
+from tickwork.domain.run_listing import Position, RunFilter, decode_cursor, encode_cursor, merge
 from tickwork.domain.schedule import (
     MAX_EXCLUDED_IN_A_ROW,
     AnySchedule,
@@ -64,16 +65,17 @@ ONCE_PAST_TOLERANCE = timedelta(seconds=60)
 STATS_WINDOW = timedelta(hours=1)
 # The stats route reads at most this many recent runs in all (``sampled_runs`` says how many it read).
 STATS_SAMPLE = 10_000
+# Run summaries the stats route reads from the run index at most (a run may have several, one per write).
+STATS_BUDGET = 3 * STATS_SAMPLE
 # Fires a job's history shows as ENQUEUED ahead of its stored runs, at most.
 SHOWN_AHEAD = 1000
 # The newest stored runs read to find where a job's unrecorded fires start (manual runs sort among them).
 RECENT_RUNS = 20
 # A preview lists at most this many excluded fires beyond its fire times.
 PREVIEW_EXCLUDED_LIMIT = 100
-# The tenant-wide run list, when it merges job histories: at most this many jobs, and this many items read
-# per page across them.
-FANOUT_MAX_JOBS = 100
-FANOUT_BUDGET = 2000
+# The tenant-wide run list reads at most this many items (run summaries, or failures) for a page: a page
+# may then hold fewer runs than asked for, with a cursor to go on.
+LIST_BUDGET = 2000
 # A history cursor that continues among the fires in flight, before this fire (epoch ms).
 AHEAD_CURSOR = "a."
 
@@ -102,6 +104,7 @@ class JobService:
         *,
         jobs: JobStore,
         runs: RunStore,
+        index: RunIndex,
         tenants: TenantStore,
         queue: RunQueue,
         planner: Planner,
@@ -111,6 +114,7 @@ class JobService:
     ):
         self.jobs = jobs
         self.runs = runs
+        self.index = index
         self.tenants = tenants
         self.queue = queue
         self.planner = planner
@@ -316,35 +320,42 @@ class JobService:
     ) -> Page[Run]:
         """The tenant's stored runs in ``only``, newest first (see ``tickwork.domain.run_listing``).
 
-        Only failure statuses: the sparse failure index. One job: its history. Otherwise each job's history,
-        merged: at most ``FANOUT_MAX_JOBS`` jobs, and ``FANOUT_BUDGET`` items read per page in all, so a page
-        may hold fewer than ``limit`` runs and still have a next cursor."""
+        One job: its history. Only failure statuses: the sparse failure index. Otherwise the run index
+        (``tickwork.domain.run_index``), a few seconds behind the runs, whose page is then read from the runs
+        themselves: a run whose status moved out of ``only`` meanwhile is left out. At most ``LIST_BUDGET``
+        items are read for a page, so a page may hold fewer than ``limit`` runs and still have a cursor."""
         before = decode_cursor(cursor) if cursor is not None else None
+        want = limit + 1
+        budget = max(want, LIST_BUDGET)
         if only.job_id is not None:
             self.jobs.get(tenant_id, only.job_id)  # another tenant's job is a 404, as its history is
-        want = limit + 1
-        if only.statuses and only.statuses <= RETRYABLE_BY_HAND:
-            budget = max(want, FANOUT_BUDGET)
-            slices = [self.runs.list_failures(tenant_id, only, before=before, want=want, budget=budget)]
+            found = self.runs.list_for_job_filtered(
+                tenant_id, only.job_id, only, before=before, want=want, budget=budget
+            )
+        elif only.statuses and only.statuses <= RETRYABLE_BY_HAND:
+            found = self.runs.list_failures(tenant_id, only, before=before, want=want, budget=budget)
         else:
-            if only.job_id is not None:
-                job_ids = [only.job_id]
-            else:
-                job_ids = self.jobs.job_ids(tenant_id, limit=FANOUT_MAX_JOBS + 1)
-                if len(job_ids) > FANOUT_MAX_JOBS:
-                    raise InvalidInput(
-                        f"the tenant has more than {FANOUT_MAX_JOBS} jobs: give job_id, or list only"
-                        " FAILED, DEAD or ABANDONED runs",
-                        field="job_id",
-                    )
-            budget = max(want, FANOUT_BUDGET // max(1, len(job_ids)))
-            slices = [
-                self.runs.list_for_job_filtered(
-                    tenant_id, job_id, only, before=before, want=want, budget=budget
-                )
-                for job_id in job_ids
-            ]
-        runs, next_position = merge(slices, before=before, limit=limit)
+            return self._list_from_index(tenant_id, only, before=before, limit=limit, budget=budget)
+        runs, next_position = merge([found], before=before, limit=limit)
+        return Page(runs, encode_cursor(next_position) if next_position is not None else None)
+
+    def _list_from_index(
+        self, tenant_id: str, only: RunFilter, *, before: Position | None, limit: int, budget: int
+    ) -> Page[Run]:
+        since_ms = to_epoch_ms(only.since) if only.since is not None else None
+        chunks = self.index.chunks(tenant_id, below_ms=chunks_below(before, only), since_ms=since_ms)
+        found = read_index(chunks, only, before=before, want=limit + 1, budget=budget)
+        listed = found.entries[:limit]
+        if len(found.entries) > limit:
+            next_position: Position | None = listed[-1].position
+        else:
+            next_position = found.stopped_at
+        stored = self.runs.get_many(tenant_id, [(entry.run_id, entry.scheduled_ms) for entry in listed])
+        runs = [
+            stored[entry.run_id]
+            for entry in listed
+            if entry.run_id in stored and only.matches(stored[entry.run_id])
+        ]
         return Page(runs, encode_cursor(next_position) if next_position is not None else None)
 
     def get_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
@@ -425,21 +436,18 @@ class JobService:
         return Preview(fire_times, fires)
 
     def stats(self, tenant_id: str, now: datetime) -> TenantStats:
-        """Jobs by status; the runs of the last hour, by status, with their trigger lag (read job by job, at
-        most ``STATS_SAMPLE`` of them); and the fires waiting in the queue."""
+        """Jobs by status; the runs scheduled in the last hour, by status, with their trigger lag, from the
+        run index (the newest ``STATS_SAMPLE`` of them at most); and the fires waiting in the queue."""
         job_counts = self.jobs.count_by_status(tenant_id)
-        samples: list[RunSample] = []
+        window = RunFilter(since=now - STATS_WINDOW)
+        chunks = self.index.chunks(tenant_id, below_ms=None, since_ms=to_epoch_ms(now - STATS_WINDOW))
+        samples = read_index(chunks, window, before=None, want=STATS_SAMPLE, budget=STATS_BUDGET).entries
         queued = 0
         cursor: str | None = None
-        since = now - STATS_WINDOW
-        while len(samples) < STATS_SAMPLE:
-            page = self.jobs.list_for_tenant(tenant_id, status=None, limit=100, cursor=cursor)
+        while True:
+            page = self.jobs.list_for_tenant(tenant_id, status=JobStatus.ACTIVE, limit=100, cursor=cursor)
             for job in page.items:
-                room = STATS_SAMPLE - len(samples)
-                if room <= 0:
-                    break
-                samples.extend(self.runs.recent(tenant_id, job.job_id, since=since, limit=room))
-                if job.status is JobStatus.ACTIVE and job.next_fire_at is not None and job.next_fire_at > now:
+                if job.next_fire_at is not None and job.next_fire_at > now:
                     queued += len(
                         fire_times_between(
                             job.schedule, now, job.next_fire_at, anchor=first_fire_anchor(job), limit=1000

@@ -6,19 +6,22 @@ tests use these to check the logic without moto; the adapters are tested against
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import tables
-from tickwork.app.ports import Dispatch, Expect, Page, RunSample, Written
+from tickwork.app.ports import Dispatch, Expect, Page, Written
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.run_index import IndexChunk, IndexEntry
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.tenants import Principal, Tenant, hash_token
+from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.errors import NameTaken, NotFound, QuotaExceeded, VersionConflict
 
 
@@ -184,11 +187,6 @@ class FakeJobStore:
         page = wanted[:limit]
         return Page(page, page[-1].job_id if len(wanted) > limit else None)
 
-    def job_ids(self, tenant_id: str, *, limit: int) -> list[str]:
-        with self.lock:
-            mine = sorted((job_id for tenant, job_id in self.jobs if tenant == tenant_id), reverse=True)
-        return mine[:limit]
-
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         with self.lock:
             stored = self.get(job.tenant_id, job.job_id)
@@ -279,11 +277,21 @@ class FakeJobStore:
 
 
 class FakeRunStore:
+    """``changes`` is the table's change feed: every run written, in order, with a rising version, until
+    ``take_changes`` hands them to an indexer."""
+
     def __init__(self) -> None:
         self.runs: dict[tuple[str, str], Run] = {}
         self.lock = threading.RLock()
         self.writes = 0
         self.failed_writes = 0
+        self.changes: list[tuple[str, IndexEntry]] = []
+        self.versions = itertools.count(1)
+
+    def take_changes(self) -> list[tuple[str, IndexEntry]]:
+        with self.lock:
+            taken, self.changes = self.changes, []
+        return taken
 
     def get(self, tenant_id: str, run_id: str) -> Run:
         with self.lock:
@@ -308,6 +316,10 @@ class FakeRunStore:
                 self.failed_writes += 1
                 return Written(False, stored)
             self.runs[(run.tenant_id, run.run_id)] = run
+            entry = IndexEntry(
+                run.run_id, to_epoch_ms(run.scheduled_for), run.status, run.lag_ms, next(self.versions)
+            )
+            self.changes.append((run.tenant_id, entry))
             return Written(True)
 
     def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
@@ -373,15 +385,9 @@ class FakeRunStore:
         started = [r for r in mine if r.scheduled_for <= until]
         return max(started, key=lambda r: r.scheduled_for) if started else None
 
-    def recent(self, tenant_id: str, job_id: str, *, since: datetime, limit: int) -> list[RunSample]:
+    def get_many(self, tenant_id: str, runs: Sequence[tuple[str, int]]) -> dict[str, Run]:
         with self.lock:
-            mine = [
-                r
-                for (t, _), r in self.runs.items()
-                if t == tenant_id and r.job_id == job_id and r.scheduled_for >= since
-            ]
-        mine.sort(key=lambda r: r.scheduled_for, reverse=True)
-        return [RunSample(r.status, r.lag_ms) for r in mine[:limit]]
+            return {run_id: run for run_id, _ in runs if (run := self.runs.get((tenant_id, run_id)))}
 
     def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
         with self.lock:
@@ -391,6 +397,37 @@ class FakeRunStore:
                 if (when := attention_at(run)) is not None and when <= now
             )
         return [(tenant, run_id) for _, tenant, run_id in due[:limit]]
+
+
+class FakeRunIndex:
+    """Chunks by tenant, read newest first as the table's sort key orders them."""
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], IndexChunk] = {}
+        self.lock = threading.Lock()
+        self.chunks_read = 0
+
+    def write(self, chunks: Sequence[IndexChunk]) -> None:
+        with self.lock:
+            for chunk in chunks:
+                self.stored[(chunk.tenant_id, chunk.chunk_id)] = chunk
+
+    def chunks(self, tenant_id: str, *, below_ms: int | None, since_ms: int | None) -> Iterator[IndexChunk]:
+        with self.lock:
+            mine = sorted(
+                (
+                    chunk
+                    for (tenant, _), chunk in self.stored.items()
+                    if tenant == tenant_id
+                    and (below_ms is None or chunk.newest_ms < below_ms)
+                    and (since_ms is None or chunk.newest_ms >= since_ms)
+                ),
+                key=lambda chunk: (chunk.newest_ms, chunk.chunk_id),
+                reverse=True,
+            )
+        for chunk in mine:
+            self.chunks_read += 1
+            yield chunk
 
 
 def _meets(stored: Run | None, expect: Expect) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
@@ -26,6 +27,7 @@ from tickwork.testing.fakes import (
     FakeDeadLetters,
     FakeJobStore,
     FakeLanes,
+    FakeRunIndex,
     FakeRunQueue,
     FakeRunStore,
     FakeTenants,
@@ -67,6 +69,7 @@ class World:
         self.slots = FakeTenantSlots()
         self.jobs = FakeJobStore(self.lanes, due_shards=2)
         self.runs = FakeRunStore()
+        self.index = FakeRunIndex()
         self.queue = FakeRunQueue(self.clock)
         self.letters = FakeDeadLetters()
         self.metrics = CountingMetrics()
@@ -90,9 +93,11 @@ class World:
         self.ticker = PlannerTick(
             jobs=self.jobs, planner=self.planner, sweeper=self.sweeper, metrics=self.metrics
         )
+        self.indexer = Indexer(index=self.index, metrics=self.metrics)
         self.service = JobService(
             jobs=self.jobs,
             runs=self.runs,
+            index=self.index,
             tenants=self.tenants,
             queue=self.queue,
             planner=self.planner,
@@ -160,7 +165,13 @@ class World:
                 self.tick()
                 next_tick = self.clock() + timedelta(seconds=tick_every)
             self.deliver()
+            self.index_changes()
             self.clock.advance(seconds=step)
+
+    def index_changes(self) -> int:
+        """The run changes written since the last call, into the run index as one batch (the change feed's
+        consumer does this a moment after the writes)."""
+        return self.indexer.index_changes(self.runs.take_changes())
 
     def message(self, run_id: str, tenant: str = "acme", **fields: Any) -> RunMessage:
         return RunMessage(tenant_id=tenant, run_id=run_id, **fields)
