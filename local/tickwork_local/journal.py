@@ -34,6 +34,7 @@ from typing import Any
 from tickwork import tables
 
 from tickwork_local.atomic import QUEUE_WRITES
+from tickwork_local.datadir import private_directory, private_open
 
 JOURNAL_FILE = "journal.jsonl"
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem")
@@ -108,14 +109,14 @@ class Journal:
         read_message: MessageReader | None = None,
         sync: Callable[[int], None] = os.fsync,
     ):
-        directory.mkdir(parents=True, exist_ok=True)
+        private_directory(directory)
         self.path = directory / JOURNAL_FILE
         self.read = read
         self.read_message = read_message
         self._handles: dict[str, tuple[str, str]] = {}  # receipt handle -> (queue, message id)
         self.sync = sync
         self.lines = 0
-        self._file = self.path.open("ab")
+        self._file = os.fdopen(private_open(self.path, os.O_WRONLY | os.O_APPEND), "ab")  # 0600
         self._pending = threading.local()
         self._lock = threading.Lock()  # the file and the count of appended writes
         self._appended = 0

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tickwork_local.console import Console
+from tickwork_local.datadir import private_directory, private_open, write_private
 from tickwork_local.journal import JOURNAL_FILE
 
 LOCAL_REGION = "us-east-1"
@@ -234,8 +235,8 @@ class LocalStack:
         """Structured logs go to a file; the console keeps the banner and the status line."""
         from tickwork.observability import logger
 
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        stream = self.log_file.open("a", encoding="utf-8")
+        private_directory(self.log_file.parent)
+        stream = os.fdopen(private_open(self.log_file, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
         for name in ("tickwork",):
             for handler in logging.getLogger(name).handlers:
                 if isinstance(handler, logging.StreamHandler):
@@ -413,9 +414,9 @@ class LocalStack:
         snapshot[QUEUES_KEY] = {
             queue.default_name: stored_messages(queue.default_name) for queue in tables.ALL_QUEUES
         }
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_directory(self.data_dir)
         temporary = self.data_dir / (SNAPSHOT_FILE + ".tmp")
-        with temporary.open("w") as written:
+        with os.fdopen(private_open(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as written:
             written.write(json.dumps(snapshot))  # C's encoder: json.dump's streaming one is Python's
             written.flush()
             os.fsync(written.fileno())
@@ -459,8 +460,8 @@ class LocalStack:
             return path.read_text().strip()
         token = f"tw_local_{secrets.token_urlsafe(18)}"
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(token)
+            private_directory(path.parent)
+            write_private(path, token)
         return token
 
     # --- loops --------------------------------------------------------------------------------------------

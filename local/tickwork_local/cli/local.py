@@ -13,6 +13,7 @@ import typer
 from tickwork_local.cli.errors import CliError, UsageError
 from tickwork_local.cli.options import examples, positive_float
 from tickwork_local.cli.session import command
+from tickwork_local.datadir import DataDirInUse, claim
 
 ENV_PORT = "TICKWORK_PORT"
 DEFAULT_LOCAL_PORT = 8000
@@ -151,23 +152,36 @@ def local(
     if data_dir is not None and ephemeral:
         raise UsageError("give --data-dir or --ephemeral, not both")
     chosen_port = local_port(port)
-    if port_in_use(host, chosen_port):
-        raise CliError(f"port {chosen_port} is in use on {host}: choose another with --port or {ENV_PORT}")
     directory = None if ephemeral else (data_dir or DEFAULT_DATA_DIR)
-    if reset:
-        if directory is None:
-            raise UsageError("--reset wipes the data directory: it cannot go with --ephemeral")
-        reset_data_dir(Path(directory), confirmed=yes, answer=sys.stdin, out=sys.stdout)
-    code = run_local(
-        host=host,
-        port=chosen_port,
-        quiet=quiet,
-        data_dir=directory,
-        log_file=log_file,
-        tick_seconds=tick_seconds,
-        workers=workers,
-        batch_size=batch_size,
-    )
+    if reset and directory is None:
+        raise UsageError("--reset wipes the data directory: it cannot go with --ephemeral")
+    # One stack per data folder, held for the life of this process: taken before anything else is done.
+    held = None
+    if directory is not None:
+        try:
+            held = claim(Path(directory), port=chosen_port, out=sys.stdout)
+        except DataDirInUse as error:
+            raise CliError(str(error)) from None
+    try:
+        if port_in_use(host, chosen_port):
+            raise CliError(
+                f"port {chosen_port} is in use on {host}: choose another with --port or {ENV_PORT}"
+            )
+        if reset and directory is not None:
+            reset_data_dir(Path(directory), confirmed=yes, answer=sys.stdin, out=sys.stdout)
+        code = run_local(
+            host=host,
+            port=chosen_port,
+            quiet=quiet,
+            data_dir=directory,
+            log_file=log_file,
+            tick_seconds=tick_seconds,
+            workers=workers,
+            batch_size=batch_size,
+        )
+    finally:
+        if held is not None:
+            held.release()
     raise typer.Exit(code)
 
 
