@@ -38,7 +38,8 @@ LOCAL_ATTENTION_SHARDS = 1
 SNAPSHOT_FILE = "tables.json"
 # The snapshot's entry for the queues' messages: a name no DynamoDB table can have.
 QUEUES_KEY = "sqs:queues"
-# The journal is folded into a new snapshot once it holds this many item states (checked every few seconds).
+# The journal is folded into a new snapshot once it holds this many item states (checked every few seconds;
+# $TICKWORK_LOCAL_COMPACT_AFTER_LINES sets another count).
 COMPACT_AFTER_LINES = 20_000
 COMPACT_CHECK_SECONDS = 5.0
 # The Lambda handlers live in the repository's functions/ folder, beside this package.
@@ -378,7 +379,8 @@ class LocalStack:
         from tickwork_local.atomic import holding_writes
 
         while not self.stop.wait(COMPACT_CHECK_SECONDS):
-            if self.journal is None or self.journal.lines < COMPACT_AFTER_LINES:
+            after = int(os.environ.get("TICKWORK_LOCAL_COMPACT_AFTER_LINES", COMPACT_AFTER_LINES))
+            if self.journal is None or self.journal.lines < after:
                 continue
             try:
                 with holding_writes():
