@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -86,6 +87,9 @@ END = iso(NOW + timedelta(days=1))
 HUGE_PAYLOAD = {"blob": "x" * (256 * 1024)}
 
 S, T, R = "invalid_schedule", "invalid_target", "invalid_retry_policy"
+NAME = "name may use only letters, digits, '.', '_' and '-' (1 to 128 characters)"
+# pydantic's own wording for patterns, enums and tagged unions: tickwork says these in its own words.
+PYDANTIC_WORDING = re.compile(r"should match pattern|Input should be '|Input tag|Unable to extract tag")
 FIELD, UNKNOWN, MISSING = "invalid_field", "unknown_field", "missing_field"
 PRIVATE = "target_not_allowed"
 
@@ -146,11 +150,23 @@ CASES: list[Any] = [
         id="rate-every-0-seconds",
     ),
     pytest.param(
-        expect(create(schedule={"type": "hourly", "minute": 5}), 400, S, "schedule"),
+        expect(
+            create(schedule={"type": "hourly", "minute": 5}),
+            400,
+            S,
+            "schedule",
+            "schedule.type must be one of once, cron, rate",
+        ),
         id="unknown-schedule-type",
     ),
     pytest.param(
-        expect(create(schedule=cron(dst={"gap": "jump"})), 400, S, "schedule.dst.gap"),
+        expect(
+            create(schedule=cron(dst={"gap": "jump"})),
+            400,
+            S,
+            "schedule.dst.gap",
+            "schedule.dst.gap must be one of shift, skip",
+        ),
         id="unknown-dst-gap-policy",
     ),
     pytest.param(
@@ -192,16 +208,52 @@ CASES: list[Any] = [
         id="payload-over-256-kib",
     ),
     pytest.param(expect(create(name=""), 400, FIELD, "name"), id="name-empty"),
-    pytest.param(expect(create(name="n" * 129), 400, FIELD, "name"), id="name-129-chars"),
-    pytest.param(expect(create(name="daily report"), 400, FIELD, "name"), id="name-with-space"),
+    pytest.param(expect(create(name="n" * 129), 400, FIELD, "name", NAME), id="name-129-chars"),
+    pytest.param(expect(create(name="daily report"), 400, FIELD, "name", NAME), id="name-with-space"),
     pytest.param(expect(create(name="reports/daily"), 400, FIELD, "name"), id="name-with-slash"),
     pytest.param(expect(create(name="rapport-journalière"), 400, FIELD, "name"), id="name-unicode"),
     pytest.param(expect(create(name=...), 400, MISSING, "name"), id="missing-name"),
     pytest.param(expect(create(schedule=...), 400, MISSING, "schedule"), id="missing-schedule"),
     pytest.param(expect(create(target=...), 400, MISSING, "target"), id="missing-target"),
     pytest.param(
-        expect(create(misfire_policy="fire_all"), 400, FIELD, "misfire_policy"),
+        expect(
+            create(misfire_policy="fire_all"),
+            400,
+            FIELD,
+            "misfire_policy",
+            "misfire_policy must be one of skip, fire_once, backfill",
+        ),
         id="unknown-misfire-policy",
+    ),
+    pytest.param(
+        expect(
+            create(overlap_policy="wait"),
+            400,
+            FIELD,
+            "overlap_policy",
+            "overlap_policy must be one of allow, skip, queue",
+        ),
+        id="unknown-overlap-policy",
+    ),
+    pytest.param(
+        expect(
+            create(delivery="exactly_once"),
+            400,
+            FIELD,
+            "delivery",
+            "delivery must be one of at_least_once, at_most_once",
+        ),
+        id="unknown-delivery",
+    ),
+    pytest.param(
+        expect(
+            create(retry={"jitter": "half"}),
+            400,
+            R,
+            "retry.jitter",
+            "retry.jitter must be one of full, equal, none",
+        ),
+        id="unknown-retry-jitter",
     ),
     pytest.param(
         expect(create(backfill_limit=0), 400, FIELD, "backfill_limit"),
@@ -371,6 +423,7 @@ CASES: list[Any] = [
             400,
             T,
             "target.queue_url",
+            "target.queue_url must be an SQS queue URL, such as https://sqs.",
         ),
         id="sqs-bad-queue-url",
     ),
@@ -380,6 +433,7 @@ CASES: list[Any] = [
             400,
             T,
             "target.function_arn",
+            "target.function_arn must be a Lambda function ARN, such as arn:aws:lambda:",
         ),
         id="lambda-bad-arn",
     ),
@@ -394,6 +448,7 @@ CASES: list[Any] = [
             400,
             T,
             "target.state_machine_arn",
+            "target.state_machine_arn must be a Step Functions state machine ARN, such as arn:aws:states:",
         ),
         id="stepfunctions-bad-arn",
     ),
@@ -403,12 +458,51 @@ CASES: list[Any] = [
             400,
             T,
             "target.event_bus_name",
+            "target.event_bus_name must be an event bus name",
         ),
         id="eventbridge-bad-bus-name",
     ),
     pytest.param(
-        expect(create(target={"type": "smtp", "to": "ops@example.com"}), 400, T, "target"),
+        expect(
+            create(
+                target={"type": "eventbridge", "event_bus_name": "b", "detail_type": "t", "source": "my app"}
+            ),
+            400,
+            T,
+            "target.source",
+            "target.source may use only letters, digits, '.', '_' and '-' (1 to 256 characters)",
+        ),
+        id="eventbridge-bad-source",
+    ),
+    pytest.param(
+        expect(
+            create(target={"type": "smtp", "to": "ops@example.com"}),
+            400,
+            T,
+            "target",
+            "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions",
+        ),
         id="unknown-target-type",
+    ),
+    pytest.param(
+        expect(
+            create(target={"url": "https://hooks.example.com/run"}),
+            400,
+            T,
+            "target",
+            "target.type is required: one of http, sqs, lambda, eventbridge, stepfunctions",
+        ),
+        id="target-without-a-type",
+    ),
+    pytest.param(
+        expect(
+            create(target=http(method="GET")),
+            400,
+            T,
+            "target.method",
+            "target.method must be one of POST, PUT, PATCH",
+        ),
+        id="http-method-get",
     ),
     # --- listing ----------------------------------------------------------------------------------------
     *[
@@ -459,8 +553,39 @@ CASES: list[Any] = [
         id="runs-cursor-ahead-malformed",
     ),
     pytest.param(
-        Case("GET", "/v1/jobs/not%20an%20id", 400, FIELD, "job_id"),
+        Case(
+            "GET",
+            "/v1/jobs/not%20an%20id",
+            400,
+            FIELD,
+            "job_id",
+            mentions="job_id may use only letters, digits, '.', '_', ':' and '-' (1 to 200 characters)",
+        ),
         id="get-job-malformed-id",
+    ),
+    pytest.param(
+        Case(
+            "GET",
+            "/v1/jobs",
+            400,
+            FIELD,
+            "status",
+            query={"status": "RUNNING"},
+            mentions="status must be one of ACTIVE, PAUSED, COMPLETED, CANCELLED",
+        ),
+        id="list-status-of-a-run",
+    ),
+    pytest.param(
+        Case(
+            "GET",
+            "/v1/runs",
+            400,
+            FIELD,
+            "status.0",
+            query={"status": "NAPPING"},
+            mentions="status must be one of PLANNED, ENQUEUED, RUNNING, RETRY_WAIT, SUCCEEDED, FAILED, DEAD,",
+        ),
+        id="tenant-runs-unknown-status",
     ),
     # --- preview ----------------------------------------------------------------------------------------
     *[
@@ -661,6 +786,8 @@ def test_bad_input_is_refused_and_nothing_is_stored(api: ApiGateway, dynamodb: A
     assert error["message"].strip(), error
     if case.mentions is not None:
         assert case.mentions in error["message"], error
+    for detail in [error, *error.get("details", [])]:
+        assert not PYDANTIC_WORDING.search(detail["message"]), detail
     # And nothing was written
     assert item_counts(dynamodb) == before
     if job_path is not None and existing is not None:

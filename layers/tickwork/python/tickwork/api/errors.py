@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from functools import cache
 from http import HTTPStatus
-from typing import Any
+from typing import Any, get_args
 
 from tickwork import errors
+from tickwork.domain import models
+from tickwork.domain.tenants import TENANT_ID_PATTERN
 
 STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -34,6 +38,29 @@ _CODE_BY_SECTION = {
     "target": "invalid_target",
     "retry": "invalid_retry_policy",
 }
+# What a value must look like, in words, for the patterns that are not a plain ``^[chars]{m,n}$``.
+_PATTERN_WORDS = {
+    models.SQS_QUEUE_URL: "must be an SQS queue URL, such as"
+    " https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue",
+    models.LAMBDA_ARN: "must be a Lambda function ARN, such as"
+    " arn:aws:lambda:eu-west-1:123456789012:function:my-function (a version or an alias may follow, as in"
+    " ...:my-function:live)",
+    models.STATE_MACHINE_ARN: "must be a Step Functions state machine ARN, such as"
+    " arn:aws:states:eu-west-1:123456789012:stateMachine:my-machine",
+    models.EVENT_BUS: "must be an event bus name (letters, digits, '.', '_', '/' and '-', 1 to 256"
+    " characters) or an event bus ARN, such as arn:aws:events:eu-west-1:123456789012:event-bus/my-bus",
+    TENANT_ID_PATTERN: "must start with a lower-case letter or a digit, then use only lower-case letters,"
+    " digits, '_' and '-' (1 to 63 characters)",
+}
+_CHARACTER_CLASS = re.compile(r"\^\[([^\]]+)\]\{(\d+),(\d+)\}\$")
+_RANGE_WORDS = {
+    "A-Za-z": "letters",
+    "a-zA-Z": "letters",
+    "a-z": "lower-case letters",
+    "A-Z": "capital letters",
+}
+# The tagged unions of the models, by the field that holds one.
+_UNIONS: dict[str, Any] = {"schedule": models.Schedule, "target": models.Target}
 
 
 def status_of(error: errors.TickworkError) -> HTTPStatus:
@@ -103,6 +130,8 @@ def describe_validation_errors(raw_errors: Sequence[Any]) -> tuple[HTTPStatus, d
             message = "the request body must be a JSON object"
         elif error_type == "missing" and field is None:
             message = "the request body is required"
+        elif (own := _own_words(error_type, field, raw.get("ctx") or {})) is not None:
+            message = own
         elif field and not message.startswith(field):
             message = f"{field}: {message}"
         details.append({"code": code, "message": message, "field": field})
@@ -114,3 +143,66 @@ def describe_validation_errors(raw_errors: Sequence[Any]) -> tuple[HTTPStatus, d
         first = next(detail for detail in details if detail["code"] == "payload_too_large")
     status = HTTPStatus.REQUEST_ENTITY_TOO_LARGE if too_large else HTTPStatus.BAD_REQUEST
     return status, error_body(first["code"], first["message"], first["field"], details)
+
+
+def _own_words(error_type: str, field: str | None, ctx: dict[str, Any]) -> str | None:
+    """tickwork's sentence for a pattern, enum or tagged-union error (pydantic's would quote a regular
+    expression, or Python's reprs); None for other errors."""
+    name = _named(field)
+    if error_type == "string_pattern_mismatch":
+        return f"{name} {pattern_words(str(ctx.get('pattern', '')))}"
+    if error_type in ("literal_error", "enum"):
+        return f"{name} must be one of {', '.join(_quoted(str(ctx.get('expected', ''))))}"
+    if error_type == "union_tag_invalid":
+        return f"{name}.type must be one of {', '.join(_quoted(str(ctx.get('expected_tags', ''))))}"
+    if error_type == "union_tag_not_found":
+        tags = _tags((field or "").rsplit(".", 1)[-1])
+        return f"{name}.type is required: one of {', '.join(tags)}" if tags else f"{name}.type is required"
+    return None
+
+
+def pattern_words(pattern: str) -> str:
+    """What a value matching ``pattern`` looks like: ``may use only letters, digits, '.', '_' and '-' (1 to
+    128 characters)`` for ``^[A-Za-z0-9._-]{1,128}$``."""
+    if pattern in _PATTERN_WORDS:
+        return _PATTERN_WORDS[pattern]
+    match = _CHARACTER_CLASS.fullmatch(pattern)
+    if match is None:
+        return "is not in the form this field takes"
+    chars, least, most = match.groups()
+    kinds = []
+    for ranges, words in _RANGE_WORDS.items():
+        if ranges in chars:
+            kinds.append(words)
+            chars = chars.replace(ranges, "")
+            break
+    if "0-9" in chars:
+        kinds.append("digits")
+        chars = chars.replace("0-9", "")
+    kinds += [f"'{char}'" for char in chars.replace("\\", "")]
+    listed = ", ".join(kinds[:-1]) + f" and {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+    size = f"{least} to {most} characters" if least != most else f"{least} characters"
+    return f"may use only {listed} ({size})"
+
+
+def _named(field: str | None) -> str:
+    """The field as a message names it: a repeated query parameter without its index."""
+    parts = (field or "value").split(".")
+    while len(parts) > 1 and parts[-1].isdigit():
+        parts.pop()
+    return ".".join(parts)
+
+
+def _quoted(expected: str) -> list[str]:
+    """The values of pydantic's ``'a', 'b' or 'c'``."""
+    return re.findall(r"'([^']*)'", expected)
+
+
+@cache
+def _tags(section: str) -> tuple[str, ...]:
+    """The ``type`` values of the tagged union a field of that name holds."""
+    union = _UNIONS.get(section)
+    if union is None:
+        return ()
+    members = get_args(get_args(union)[0])
+    return tuple(tag for member in members for tag in get_args(member.model_fields["type"].annotation))
