@@ -38,6 +38,8 @@ LOCAL_ATTENTION_SHARDS = 1
 SNAPSHOT_FILE = "tables.json"
 # The snapshot's entry for the queues' messages: a name no DynamoDB table can have.
 QUEUES_KEY = "sqs:queues"
+# The snapshot's run changes not yet indexed (``tickwork_local.changes``).
+CHANGES_KEY = "runs:changes"
 # The journal is folded into a new snapshot once it holds this many item states (checked every few seconds;
 # $TICKWORK_LOCAL_COMPACT_AFTER_LINES sets another count).
 COMPACT_AFTER_LINES = 20_000
@@ -199,6 +201,7 @@ class LocalStack:
             os.environ.get("TICKWORK_AUTHORIZER_CACHE_SECONDS", AUTHORIZER_CACHE_SECONDS)
         )
         self.console = Console.from_environment()
+        self.changes: Any = None  # the runs table's change feed, once the clients are configured
 
     # --- set-up -------------------------------------------------------------------------------------------
     def configure_clients(self) -> None:
@@ -213,6 +216,17 @@ class LocalStack:
         assert boto3.DEFAULT_SESSION is not None
         serialise_dynamodb(boto3.DEFAULT_SESSION.events)
         direct_calls(boto3.DEFAULT_SESSION.events)
+
+    def attach_change_feed(self) -> None:
+        """The runs table's changes, for the indexer (``tickwork_local.changes``)."""
+        import boto3
+
+        from tickwork_local.changes import ChangeFeed
+        from tickwork_local.moto_dynamodb import stored_item
+
+        self.changes = ChangeFeed(stored_item)
+        assert boto3.DEFAULT_SESSION is not None
+        self.changes.attach(boto3.DEFAULT_SESSION.events)
 
     def configure_environment(self) -> None:
         os.environ.update(
@@ -261,7 +275,7 @@ class LocalStack:
         for definition in tables.ALL_TABLES:
             if definition.default_name in existing:
                 continue
-            dynamodb.create_table(**definition.create_table_kwargs())
+            dynamodb.create_table(**definition.create_table_kwargs(stream=False))
             if definition.ttl_attribute:
                 dynamodb.update_time_to_live(
                     TableName=definition.default_name,
@@ -305,6 +319,9 @@ class LocalStack:
         if (self.data_dir / SNAPSHOT_FILE).exists():
             snapshot = json.loads((self.data_dir / SNAPSHOT_FILE).read_text())
             legacy = QUEUES_KEY not in snapshot
+            if self.changes is not None:
+                self.changes.restore(snapshot.get(CHANGES_KEY, []))
+            snapshot.pop(CHANGES_KEY, None)
             for queue, messages in snapshot.pop(QUEUES_KEY, {}).items():
                 for message in messages:
                     queues.put(queue, message)
@@ -320,6 +337,8 @@ class LocalStack:
                     drop_item(state["table"], state["key"])
                 else:
                     load_item(state["table"], state["item"])
+                    if state["table"] == tables.RUNS.default_name and self.changes is not None:
+                        self.changes.add_item(state["item"])
             elif "message" in state:
                 queues.put(state["queue"], state["message"])
             elif "deleted" in state:
@@ -413,6 +432,8 @@ class LocalStack:
         snapshot: dict[str, Any] = {
             definition.default_name: stored_items(definition.default_name) for definition in tables.ALL_TABLES
         }
+        if self.changes is not None:
+            snapshot[CHANGES_KEY] = self.changes.pending()
         snapshot[QUEUES_KEY] = {
             queue.default_name: stored_messages(queue.default_name) for queue in tables.ALL_QUEUES
         }
@@ -513,6 +534,13 @@ class LocalStack:
             cut_short=stop.is_set,
         )
         pump.poll(lambda: self.stop.is_set() or stop.is_set(), pause=self.stop.wait)
+
+    def index_loop(self) -> None:
+        from functions.indexer.handler import handle
+        from tickwork_local.changes import WINDOW_SECONDS, index_loop
+
+        window = float(os.environ.get("TICKWORK_INDEX_WINDOW_SECONDS", WINDOW_SECONDS))
+        index_loop(self.changes, handle, self.stop, window=window)
 
     def status_loop(self) -> None:
         while not self.stop.wait(5):
@@ -619,6 +647,7 @@ class LocalStack:
         with moto_server(self.host if self.host != "0.0.0.0" else "127.0.0.1") as endpoint:  # noqa: S104
             self.configure_environment()
             self.configure_clients()
+            self.attach_change_feed()
             from tickwork.runtime import runtime
 
             from functions.api.handler import make_handler as make_api_handler
@@ -648,6 +677,7 @@ class LocalStack:
             start_in_thread(server)
             self.start_planner()
             self.start_workers()
+            self.spawn(self.index_loop, "tickwork-indexer")
             if self.journal is not None:
                 self.spawn(self.compact_loop, "tickwork-compact")
             if not self.quiet:
