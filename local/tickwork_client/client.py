@@ -80,6 +80,9 @@ def _user_agent() -> str:
 class Client:
     """The tickwork API of one tenant.
 
+    ``base_url`` is where the API's routes start, a stage path included (``https://…/prod``); a ``/v1`` on
+    its end is dropped, as every route adds it.
+
     Requests refused for now (429, 5xx) or left without an answer are sent again under ``retries`` (see
     :class:`RetryPolicy` and :func:`tickwork_client.retry.retryable_status`). ``create_job`` and
     ``trigger_job`` carry an ``Idempotency-Key``, the same on every retry, so a retry never makes a second
@@ -100,7 +103,9 @@ class Client:
     ):
         if urllib.parse.urlsplit(base_url).scheme not in ("http", "https"):
             raise ValueError(f"base_url must be an http:// or https:// URL, not {base_url!r}")
-        self.base_url = base_url.rstrip("/")
+        # Every path starts with the API's /v1: a base URL copied with it (``http://127.0.0.1:8000/v1``) is
+        # read without it, rather than sending /v1/v1/... to no route.
+        self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._token = token
         self.timeout = timeout
         self.retries = retries

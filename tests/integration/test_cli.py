@@ -955,6 +955,17 @@ def test_the_url_and_token_come_from_the_environment(cli: Cli) -> None:
     assert ACME not in result.out
 
 
+def test_an_api_url_ending_in_v1_is_read_without_it(cli: Cli) -> None:
+    # Given the API's URL with /v1 on its end, as copied from a route (from the environment, or a flag)
+    for url in (f"{cli.url}/v1", f"{cli.url}/v1/"):
+        # When a command calls the API, Then it reaches the routes (not "no such route")
+        result = invoke("stats", "-o", "json", env={"TICKWORK_TOKEN": ACME, "TICKWORK_API_URL": url})
+        assert result.code == 0, result.err
+        assert "queue_depth" in result.json()
+    flag = invoke("jobs", "list", "--api-url", f"{cli.url}/v1", "--token", ACME)
+    assert (flag.code, flag.out.strip()) == (0, "no jobs"), flag.err
+
+
 def test_an_unreachable_api_exits_3_with_the_url() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
         probe.bind(("127.0.0.1", 0))

@@ -349,6 +349,21 @@ def test_requests_carry_the_token_and_quote_ids(stub: Stub, client: Client) -> N
     assert "tw_token" not in repr(client)
 
 
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", "/prod/v1"])
+def test_a_base_url_ending_in_v1_is_read_without_it(stub: Stub, fake_time: FakeTime, suffix: str) -> None:
+    # Given a base URL copied with the API's /v1 on its end (after a stage path, or not)
+    client = make_client(stub.url + suffix, fake_time)
+    stub.script(Reply(200, JOB))
+
+    # When a route is called
+    client.get_job("01JOB")
+
+    # Then /v1 is in the path once, after the stage path if there is one
+    stage = suffix.removesuffix("/").removesuffix("/v1")
+    assert [seen.path for seen in stub.seen] == [f"{stage}/v1/jobs/01JOB"]
+    assert client.base_url == stub.url + stage
+
+
 def test_a_patch_sends_only_its_fields_and_the_version_as_if_match(stub: Stub, client: Client) -> None:
     stub.script(Reply(200, JOB), Reply(200, JOB))
     client.update_job("01JOB", JobPatch(description="weekday report"), version=3)
