@@ -352,7 +352,7 @@ def test_ids_names_and_data_are_printed_literally_on_a_terminal(cli: Cli, tmp_pa
     # holds ":m:", Rich's emoji code for Ⓜ)
     description = "[bold]nightly[/bold] :smile: report"
     cli.create("literal", *DEFAULT_JOB_FLAGS, "--description", description)
-    terminal = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    terminal: dict[str, str | None] = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
 
     # When it is triggered and followed on a terminal until --wait-timeout runs out (no worker runs here)
     waited = cli(
