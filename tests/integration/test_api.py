@@ -10,7 +10,7 @@ import pytest
 from tickwork import tables
 
 from tests.conftest import TOKENS, item_counts, scan_all
-from tests.support.apigw import ApiGateway, LambdaContext, load_event
+from tests.support.apigw import ApiGateway, LambdaContext, load_event, set_run_status
 from tests.unit.test_cron_syntax import REFUSED
 
 ACME, GLOBEX = TOKENS["acme"], TOKENS["globex"]
@@ -138,6 +138,25 @@ def test_list_is_newest_first_and_paginates(api: ApiGateway) -> None:
     )
     assert [item["name"] for item in third.body["items"]] == ["job-0"]
     assert third.body["next_cursor"] is None
+
+
+def test_list_gives_each_jobs_last_run_as_get_does(api: ApiGateway) -> None:
+    # Given two jobs, one triggered twice (its latest run set DEAD) and one never run
+    ran, idle = create(api, name="ran")["job_id"], create(api, name="idle")["job_id"]
+    api.request("POST", f"/v1/jobs/{ran}/trigger", token=ACME, headers={"Idempotency-Key": "first"})
+    latest = api.request("POST", f"/v1/jobs/{ran}/trigger", token=ACME, headers={"Idempotency-Key": "second"})
+    set_run_status("acme", latest.body["run_id"], "DEAD")
+
+    # When the jobs are listed
+    listed = api.request("GET", "/v1/jobs", token=ACME)
+
+    # Then each job carries the same last_run (a run summary) as the job's own route
+    by_id = {item["job_id"]: item for item in listed.body["items"]}
+    assert by_id[ran]["last_run"]["run_id"] == latest.body["run_id"]
+    assert by_id[ran]["last_run"]["status"] == "DEAD"
+    assert by_id[idle]["last_run"] is None
+    for job_id, item in by_id.items():
+        assert item == api.request("GET", f"/v1/jobs/{job_id}", token=ACME).body
 
 
 def test_list_filters_by_status_and_hides_cancelled_by_default(api: ApiGateway) -> None:

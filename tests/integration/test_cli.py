@@ -330,6 +330,24 @@ def test_every_output_format(cli: Cli) -> None:
     assert cli("jobs", "list", "-o", "xml").code == 2
 
 
+def test_list_wide_shows_each_jobs_last_run(cli: Cli) -> None:
+    # Given a job whose latest run is DEAD, and one never run
+    cli.create("never-run")
+    ran = cli.create("ran")
+    run_id = cli("jobs", "trigger", "ran", "-o", "json").json()["run_id"]
+    set_run_status("acme", run_id, "DEAD")
+
+    # When the jobs are listed wide, Then LAST_RUN shows the status of each one's latest run
+    wide = cli("jobs", "list", "-o", "wide")
+    assert wide.code == 0, wide.err
+    header, *rows = wide.out.splitlines()
+    column = header.index("LAST_RUN")
+    last_runs = {row.split()[1]: row[column:].split()[0] for row in rows}
+    assert last_runs == {"ran": "DEAD", "never-run": "-"}
+    listed = cli("jobs", "list", "-o", "json").json()["items"]
+    assert {job["job_id"]: (job["last_run"] or {}).get("run_id") for job in listed}[ran["job_id"]] == run_id
+
+
 def test_colours_and_rich_tables_only_on_a_terminal_and_never_with_no_color(cli: Cli) -> None:
     cli.create("coloured")
     piped = cli("jobs", "list")

@@ -172,6 +172,32 @@ def test_per_run_work_does_not_grow_with_the_tenants_jobs(engine: Engine, jobs: 
 SEEN: dict[tuple[str, int], Any] = {}
 
 
+@pytest.mark.parametrize("history", [10, 2000])
+def test_a_page_of_jobs_reads_each_last_run_with_one_query_whatever_the_history(
+    engine: Engine, history: int
+) -> None:
+    # Given three jobs, each with a history of runs
+    job_ids = [every_minute(engine) for _ in range(3)]
+    for job_id in job_ids:
+        seed_history(engine, job_id, history)
+
+    # When a page of the tenant's jobs is listed
+    meter = metered(engine)
+    page = engine.runtime.service.list_jobs("acme", status=None, limit=50, cursor=None, now=engine.clock())
+
+    # Then each job carries its newest run, read with one query of one item per job: the index's page, one
+    # batch of the jobs with their lanes, and nothing written
+    last_runs = {details.job.job_id: details.last_run for details in page.items}
+    assert {job_id: run.status if run else None for job_id, run in last_runs.items()} == dict.fromkeys(
+        job_ids, RunStatus.SUCCEEDED
+    )
+    assert dict(meter.tally.requests) == {"dynamodb.Query": 1 + len(job_ids), "dynamodb.BatchGetItem": 1}
+    assert meter.tally.total("wru") == 0
+    SEEN[("listed", history)] = _figures(meter.tally)
+    if ("listed", 10) in SEEN and ("listed", 2000) in SEEN:
+        assert SEEN[("listed", 10)] == SEEN[("listed", 2000)]
+
+
 def _figures(tally: Tally) -> tuple[Any, ...]:
     return (
         tuple(sorted(tally.requests.items())),

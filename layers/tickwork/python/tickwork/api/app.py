@@ -355,7 +355,15 @@ def build_app(
         body = idempotent("create_job", create)(request=request) if idempotency_key else create(request)
         return json_response(HTTPStatus.CREATED, body)
 
-    @app.get("/v1/jobs", summary="List jobs, newest first", responses=_responses(JobPage))
+    @app.get(
+        "/v1/jobs",
+        summary="List jobs, newest first",
+        description=(
+            "Each job as `GET /v1/jobs/{job_id}` shows it, with `next_fire_at` and `last_run` (a summary of"
+            " its latest run). Cancelled jobs are listed only with `status=CANCELLED`."
+        ),
+        responses=_responses(JobPage),
+    )
     def list_jobs(
         status: Annotated[JobStatus | None, Query()] = None, limit: Limit = 50, cursor: Cursor = None
     ) -> JobPage:

@@ -87,6 +87,11 @@ class JobStore(Protocol):
     ) -> Page[Job]:
         """Newest first. ``status=None`` lists every job but the cancelled ones."""
 
+    def list_with_lanes(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[tuple[Job, Lane]]:
+        """``list_for_tenant``, each job with its lane (empty when it has none), read together."""
+
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         """Replace the job if its stored version is ``expected_version``; move the name lock on a rename."""
 

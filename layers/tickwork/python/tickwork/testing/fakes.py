@@ -187,6 +187,15 @@ class FakeJobStore:
         page = wanted[:limit]
         return Page(page, page[-1].job_id if len(wanted) > limit else None)
 
+    def list_with_lanes(
+        self, tenant_id: str, *, status: JobStatus | None, limit: int, cursor: str | None
+    ) -> Page[tuple[Job, Lane]]:
+        with self.lock:
+            page = self.list_for_tenant(tenant_id, status=status, limit=limit, cursor=cursor)
+            return Page(
+                [(job, self.lanes.get(tenant_id, job.job_id)) for job in page.items], page.next_cursor
+            )
+
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
         with self.lock:
             stored = self.get(job.tenant_id, job.job_id)
