@@ -64,9 +64,10 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
 
 # CloudFormation takes at most 500 resources in one stack. Each planner group adds 2 (its EventBridge rule and
 # Lambda permission) and each worker function past the first 7 (function, role, policy, log group, event
-# source mapping, errors and throttles alarms); the stack's other resources number under 100.
+# source mapping, errors and throttles alarms); the stack's other resources number under 110 (the indexer
+# and the run index table took 9 of them).
 STACK_RESOURCES_MAX = 500
-OTHER_RESOURCES = 100
+OTHER_RESOURCES = 110
 RESOURCES_PER_PLANNER_GROUP = 2
 RESOURCES_PER_WORKER_FUNCTION = 7
 # Planner groups a stack can have (see StageConfig.planner_groups), with one worker function.
@@ -96,7 +97,7 @@ class StageConfig(BaseModel):
 
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
-    # At most 200 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
+    # At most 195 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
     # resources in one stack.
     planner_groups: int = Field(
         1, ge=1, le=PLANNER_GROUPS_MAX, description="EventBridge rules, each owning disjoint shards"

@@ -50,6 +50,7 @@ class Monitoring(Construct):
         planner: lambda_.Function,
         workers: Sequence[lambda_.Function],
         api: lambda_.Function,
+        indexer: lambda_.Function,
         run_queue: sqs.Queue,
         run_dlq: sqs.Queue,
         dead_run_queue: sqs.Queue,
@@ -90,6 +91,7 @@ class Monitoring(Construct):
             *((numbered("Worker", number), worker) for number, worker in enumerate(workers, 1)),
             ("Planner", planner),
             ("Api", api),
+            ("Indexer", indexer),
         ]
         for role, function in functions:
             self._alarm(
@@ -104,6 +106,14 @@ class Monitoring(Construct):
                 threshold=1,
                 description=f"The {role.lower()} function was throttled.",
             )
+        self._alarm(
+            "IndexerBehind",
+            indexer.metric("IteratorAge", period=MINUTE, statistic="Maximum"),
+            threshold=5 * 60 * 1000,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=3,
+            description="The run index is minutes behind the runs: GET /v1/runs and stats miss recent runs.",
+        )
         self._alarm(
             "TriggerLagHigh",
             lag_p99,

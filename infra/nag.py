@@ -24,6 +24,7 @@ def suppress_reviewed_findings(stack: TickworkStack) -> None:
         stack.authorizer_function,
         stack.planner_function,
         *stack.worker_functions,
+        stack.indexer_function,
     ):
         acknowledge(
             function.function,
@@ -36,6 +37,12 @@ def suppress_reviewed_findings(stack: TickworkStack) -> None:
             "IAM5[Resource::*]",
             "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions.",
         )
+    acknowledge(
+        stack.indexer_function.role,
+        "IAM5[Resource::*]",
+        "The stream's event source mapping needs dynamodb:ListStreams, which supports no resource-level "
+        "permissions; reading records is granted on the runs table's stream alone.",
+    )
     for worker in stack.worker_functions:
         for pattern in stack.config.allowed_target_arns:
             if "*" in pattern:

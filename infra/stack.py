@@ -15,6 +15,7 @@ from tickwork.config import Settings
 from infra.api import Api
 from infra.config import StageConfig
 from infra.functions import ARCHITECTURE, ASSET_EXCLUDES, REPO_ROOT, RUNTIME, TickworkFunction, numbered
+from infra.indexer import Indexer
 from infra.monitoring import Monitoring
 from infra.planner import Planner, planner_concurrency
 from infra.storage import Storage
@@ -124,6 +125,13 @@ class TickworkStack(Stack):
             for number in range(1, config.worker_functions + 1)
         ]
         self.worker_function = self.worker_functions[0]  # the first keeps the ids of a lone worker
+        self.indexer_function = function(
+            "indexer",
+            "tickwork indexer: the runs' changes into the tenant-wide run index",
+            memory_mb=256,
+            timeout_seconds=60,
+            run_path=True,
+        )
 
         self.api = Api(
             self,
@@ -141,6 +149,9 @@ class TickworkStack(Stack):
             functions=[worker.function for worker in self.worker_functions],
             run_queue=self.storage.run_queue,
         )
+        self.indexer = Indexer(
+            self, "Indexer", function=self.indexer_function.function, runs=self.storage.runs
+        )
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -149,6 +160,7 @@ class TickworkStack(Stack):
             planner=self.planner_function.function,
             workers=[worker.function for worker in self.worker_functions],
             api=self.api_function.function,
+            indexer=self.indexer_function.function,
             run_queue=self.storage.run_queue,
             run_dlq=self.storage.run_dlq,
             dead_run_queue=self.storage.dead_run_queue,
@@ -173,6 +185,7 @@ class TickworkStack(Stack):
             runs_table=storage.runs.table_name,
             tenants_table=storage.tenants.table_name,
             idempotency_table=storage.idempotency.table_name,
+            run_index_table=storage.run_index.table_name,
             run_queue_url=storage.run_queue.queue_url,
             dead_run_queue_url=storage.dead_run_queue.queue_url,
             due_shards=config.due_shards,
@@ -211,6 +224,9 @@ class TickworkStack(Stack):
         for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(planner, definition, write=True)
         storage.run_queue.grant_send_messages(planner)
+
+        # The indexer writes the run index only; the mapping's own grant reads the runs table's stream.
+        grant(self.indexer_function.function, tables.RUN_INDEX, write=True)
 
         for worker in (built.function for built in self.worker_functions):
             # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, job counts); no

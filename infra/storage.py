@@ -32,7 +32,7 @@ def _projection(index: tables.IndexDefinition) -> dynamodb.ProjectionType:
 
 
 class Storage(Construct):
-    """The four tables and three queues, encrypted at rest with AWS-managed keys (no KMS calls by the
+    """The five tables and three queues, encrypted at rest with AWS-managed keys (no KMS calls by the
     functions, and no key policy to keep in step with their roles)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
@@ -43,6 +43,7 @@ class Storage(Construct):
         self.runs = self.tables[tables.RUNS.logical_name]
         self.tenants = self.tables[tables.TENANTS.logical_name]
         self.idempotency = self.tables[tables.IDEMPOTENCY.logical_name]
+        self.run_index = self.tables[tables.RUN_INDEX.logical_name]
 
         self.run_dlq = self._queue("RunDlq")
         self.run_queue = self._queue(
@@ -74,7 +75,7 @@ class Storage(Construct):
         kept = definition.logical_name in KEPT_TABLES
         table = dynamodb.Table(
             self,
-            definition.logical_name.capitalize(),
+            "".join(part.capitalize() for part in definition.logical_name.split("-")),
             partition_key=_attribute(definition.partition_key),
             sort_key=_attribute(definition.sort_key) if definition.sort_key else None,
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -83,6 +84,7 @@ class Storage(Construct):
                 point_in_time_recovery_enabled=True
             ),
             time_to_live_attribute=definition.ttl_attribute,
+            stream=dynamodb.StreamViewType[definition.stream_view] if definition.stream_view else None,
             deletion_protection=kept,
             removal_policy=RemovalPolicy.RETAIN if kept else RemovalPolicy.DESTROY,
         )

@@ -87,8 +87,12 @@ def test_each_worker_function_has_its_own_mapping_on_the_run_queue_with_capped_c
     synthesized: Synthesized,
 ) -> None:
     config = synthesized.stack.config
-    mappings = synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
     run_queue = {"Fn::GetAtt": [synthesized.logical_id(synthesized.stack.storage.run_queue), "Arn"]}
+    mappings = [
+        mapping
+        for mapping in synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
+        if "FunctionResponseTypes" in mapping["Properties"]  # the SQS mappings; the stream's is below
+    ]
     assert len(mappings) == config.worker_functions == len(synthesized.stack.worker_functions)
     for mapping in mappings:
         properties = mapping["Properties"]
@@ -155,3 +159,26 @@ def test_layers_are_for_arm64_python313(default_stack: Synthesized) -> None:
         "AWS::Lambda::Function",
         {"Layers": Match.array_with([{"Ref": Match.string_like_regexp("TickworkLayer")}])},
     )
+
+
+def test_the_indexer_reads_the_runs_tables_stream_in_large_batches_retried_whole(
+    synthesized: Synthesized,
+) -> None:
+    """Every change reaches the run index: a failed batch is retried whole (its chunks are written again, the
+    same items), never split or skipped while the stream keeps it; removals are filtered out."""
+    stack = synthesized.stack
+    runs = synthesized.logical_id(stack.storage.runs)
+    stream = {"Fn::GetAtt": [runs, "StreamArn"]}
+    (mapping,) = [
+        mapping["Properties"]
+        for mapping in synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
+        if mapping["Properties"]["EventSourceArn"] == stream
+    ]
+    assert mapping["FunctionName"]["Ref"] == synthesized.logical_id(stack.indexer_function.function)
+    assert mapping["BatchSize"] == 1000 and mapping["MaximumBatchingWindowInSeconds"] == 2
+    assert mapping["MaximumRetryAttempts"] == -1 and mapping["BisectBatchOnFunctionError"] is False
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    (pattern,) = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert pattern == {"eventName": ["INSERT", "MODIFY"]}
+    table = synthesized.resources[runs]["Properties"]
+    assert table["StreamSpecification"] == {"StreamViewType": "NEW_IMAGE"}

@@ -114,12 +114,12 @@ def test_target_grants_group_patterns_by_action() -> None:
 
 
 def test_worker_functions_take_room_from_planner_groups_naming_both() -> None:
-    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 200
+    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 195
     most = planner_groups_max(WORKER_FUNCTIONS_MAX)
     assert StageConfig(worker_functions=WORKER_FUNCTIONS_MAX, planner_groups=most).worker_functions == 10
     context = {"tickwork": {"planner_groups": PLANNER_GROUPS_MAX, "worker_functions": 2}}
     with pytest.raises(
-        ConfigError, match=r"tickwork:worker_functions: .*at most 196 planner_groups, not 200"
+        ConfigError, match=r"tickwork:worker_functions: .*at most 191 planner_groups, not 195"
     ):
         StageConfig.from_context(_context(context))
 
@@ -139,7 +139,8 @@ def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resou
     }
     synthesized = synthesize(tmp_path, context)
     assert len(synthesized.of_type("AWS::Events::Rule")) == groups
-    assert len(synthesized.of_type("AWS::Lambda::EventSourceMapping")) == worker_functions
+    # the worker functions' mappings and the indexer's
+    assert len(synthesized.of_type("AWS::Lambda::EventSourceMapping")) == worker_functions + 1
     budget = (
         OTHER_RESOURCES
         + RESOURCES_PER_PLANNER_GROUP * groups

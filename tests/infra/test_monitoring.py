@@ -65,7 +65,7 @@ def test_every_worker_function_has_its_own_errors_and_throttles_alarm(
             {"Name": "FunctionName", "Value": {"Ref": synthesized.logical_id(worker.function)}}
         ]
     alarmed = [name for name in synthesized.stack.monitoring.alarms if name.endswith(metric)]
-    assert len(alarmed) == len(workers) + 2  # and the planner's and the API's
+    assert len(alarmed) == len(workers) + 3  # and the planner's, the API's and the indexer's
 
 
 def test_trigger_lag_p99_above_five_seconds_alarms(synthesized: Synthesized) -> None:
@@ -101,8 +101,9 @@ def test_missing_planner_ticks_for_three_minutes_alarm(synthesized: Synthesized)
 def test_every_alarm_notifies_the_topic(synthesized: Synthesized) -> None:
     topic = {"Ref": synthesized.logical_id(synthesized.stack.monitoring.topic)}
     alarms = synthesized.of_type("AWS::CloudWatch::Alarm")
-    # 5 on queues, lag and ticks, and errors and throttles of the planner, the API and each worker function
-    expected = 5 + 2 * (2 + synthesized.stack.config.worker_functions)
+    # 6 on queues, lag, ticks and the indexer's stream, and errors and throttles of the planner, the API, the
+    # indexer and each worker function
+    expected = 6 + 2 * (3 + synthesized.stack.config.worker_functions)
     assert len(alarms) == len(synthesized.stack.monitoring.alarms) == expected
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
