@@ -2,6 +2,8 @@
 // both, and on AWS CloudFront sends /v1/* to API Gateway. The tenant token lives in sessionStorage only: it
 // goes when the tab closes, and no other tab or later visit sees it.
 
+import { jobZone } from "./format";
+
 const TOKEN_KEY = "tickwork.token";
 
 export type JobStatus = "ACTIVE" | "PAUSED" | "COMPLETED" | "CANCELLED";
@@ -269,18 +271,86 @@ export const api = {
   stats: () => call<Stats>("GET", "/v1/stats"),
 };
 
-let names: { at: number; found: Promise<Map<string, string>> } | null = null;
+/** What the console shows of a job beside its runs: its name and the time zone its times are shown in. */
+export interface JobLabel {
+  name: string;
+  zone: string;
+}
 
-/** Job names by id, from the first page of jobs (newest 100), kept 30 s: runs name their job by id only. */
-export function jobNames(): Promise<Map<string, string>> {
-  if (!names || Date.now() - names.at > 30_000) {
+function label(job: Job): JobLabel {
+  return { name: job.name, zone: jobZone(job) };
+}
+
+const LABELS_KEPT_MS = 30_000;
+let newest: { at: number; found: Promise<void> } | null = null;
+const labels = new Map<string, { at: number; label: JobLabel | null }>();
+
+/** The names and zones of the jobs `ids` name, kept 30 s: runs name their job by id only. The newest 100
+ * jobs come in one call; any other job is read by its id (GET /v1/jobs/{id}). A job that cannot be read is
+ * left out (its runs show its id, and their times in UTC). */
+export async function jobLabels(ids: Iterable<string>): Promise<Map<string, JobLabel>> {
+  const now = Date.now();
+  if (!newest || now - newest.at > LABELS_KEPT_MS) {
     const found = api
       .jobs({ limit: 100 })
-      .then((page) => new Map(page.items.map((job) => [job.job_id, job.name])))
-      .catch(() => new Map<string, string>());
-    names = { at: Date.now(), found };
+      .then((page) => {
+        for (const job of page.items) labels.set(job.job_id, { at: Date.now(), label: label(job) });
+      })
+      .catch(() => undefined);
+    newest = { at: now, found };
   }
-  return names.found;
+  await newest.found;
+  const wanted = [...new Set(ids)];
+  await Promise.all(
+    wanted
+      .filter((id) => {
+        const known = labels.get(id);
+        return !known || now - known.at > LABELS_KEPT_MS;
+      })
+      .map((id) =>
+        api.job(id).then(
+          (job) => labels.set(id, { at: Date.now(), label: label(job) }),
+          () => labels.set(id, { at: Date.now(), label: null }),
+        ),
+      ),
+  );
+  const found = new Map<string, JobLabel>();
+  for (const id of wanted) {
+    const known = labels.get(id)?.label;
+    if (known) found.set(id, known);
+  }
+  return found;
+}
+
+/** A job id: a ULID. */
+export const JOB_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** The job a filter names, by its id or by its name, or null when no job has it.
+ *
+ * An id (a ULID) is read with GET /v1/jobs/{id}. A name is looked for in the tenant's jobs, newest first, 100
+ * a page: those not cancelled first (GET /v1/jobs lists them, and a name is one of theirs at most), then the
+ * cancelled ones (a cancelled job gives its name up; the newest that had it is taken). */
+export async function findJob(text: string): Promise<Job | null> {
+  const wanted = text.trim();
+  if (!wanted) return null;
+  if (JOB_ID.test(wanted)) {
+    try {
+      return await api.job(wanted);
+    } catch (caught) {
+      // A name can look like an id: then it is looked for as a name.
+      if (!(caught instanceof ApiError && caught.status === 404)) throw caught;
+    }
+  }
+  for (const status of [undefined, "CANCELLED"]) {
+    let cursor: string | null = null;
+    do {
+      const page: Page<Job> = await api.jobs({ status, limit: 100, cursor });
+      const found = page.items.find((job) => job.name === wanted);
+      if (found) return found;
+      cursor = page.next_cursor;
+    } while (cursor);
+  }
+  return null;
 }
 
 /** A random Idempotency-Key (crypto.randomUUID needs a secure context; a console on a LAN address has none). */

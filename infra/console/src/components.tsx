@@ -4,10 +4,22 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
 import { ApiError, type Run } from "./api";
-import { milliseconds, when } from "./format";
+import { UTC, milliseconds, wallClock, when } from "./format";
 
 export function Status({ value }: { value: string }) {
   return <span class={`status status-${value.toLowerCase()}`}>{value}</span>;
+}
+
+/** A time in `zone` with the zone named beside it ("03:00:00 Europe/Paris"), the API's value on hover. */
+export function When({ value, zone = UTC }: { value: string | null | undefined; zone?: string }) {
+  if (!value) return <>—</>;
+  const text = when(value, zone);
+  const cut = text.lastIndexOf(" ");
+  return (
+    <time dateTime={value} title={value}>
+      {text.slice(0, cut)} <span class="zone">{text.slice(cut + 1)}</span>
+    </time>
+  );
 }
 
 export function Problem({ error }: { error: Error | null | undefined }) {
@@ -127,22 +139,24 @@ interface ChartProps {
   points?: boolean;
   /** A fixed time range for the x axis (epoch seconds), instead of the data's. */
   xRange?: [number, number];
+  /** The time zone of the x axis and the cursor's time, named in the caption. */
+  zone?: string;
 }
 
 // Whole seconds at least between the x axis's ticks, then minutes, hours and days.
 const TIME_STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400, 604800];
-const clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
-const clockSeconds = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
-const day = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric" });
 
-function timeLabels(ticks: number[]): string[] {
+/** The x axis's labels in `zone`: dates ("11-28") for steps of days, else times ("03:00", "03:00:30"). */
+function timeLabels(ticks: number[], zone: string): string[] {
   const step = ticks.length > 1 ? ticks[1] - ticks[0] : 60;
-  const format = step >= 86400 ? day : step % 60 === 0 ? clock : clockSeconds;
-  return ticks.map((tick) => format.format(new Date(tick * 1000)));
+  return ticks.map((tick) => {
+    const { day, time } = wallClock(new Date(tick * 1000), zone);
+    return step >= 86400 ? day.slice(5) : step % 60 === 0 ? time.slice(0, 5) : time;
+  });
 }
 
 /** A time chart with uPlot: canvas, legend and cursor, sized to its container. */
-export function Chart({ title, data, series, height = 220, points = true, xRange }: ChartProps) {
+export function Chart({ title, data, series, height = 220, points = true, xRange, zone = UTC }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const shape = series.map((one) => one.label).join("|");
@@ -151,10 +165,16 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
     const element = box.current;
     if (!element) return undefined;
     const options: uPlot.Options = {
-      width: Math.max(element.clientWidth, 300),
+      width: Math.max(element.clientWidth, 200),
       height,
+      // Ticks fall on the zone's whole hours and days; the cursor's time is read in the zone too.
+      tzDate: (seconds: number) => uPlot.tzDate(new Date(seconds * 1000), zone),
       series: [
-        {},
+        {
+          label: "due",
+          value: (_: uPlot, seconds: number | null) =>
+            seconds === null ? "—" : when(new Date(seconds * 1000).toISOString(), zone),
+        },
         ...series.map((one) => ({
           label: one.label,
           stroke: one.stroke,
@@ -165,7 +185,7 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
         })),
       ],
       axes: [
-        { space: 90, incrs: TIME_STEPS, values: (_: uPlot, ticks: number[]) => timeLabels(ticks) },
+        { space: 90, incrs: TIME_STEPS, values: (_: uPlot, ticks: number[]) => timeLabels(ticks, zone) },
         { values: (_: uPlot, ticks: number[]) => ticks.map((tick) => milliseconds(tick)), size: 70 },
       ],
       scales: {
@@ -176,7 +196,7 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
     };
     plot.current = new uPlot(options, data as uPlot.AlignedData, element);
     const resize = new ResizeObserver(() => {
-      plot.current?.setSize({ width: Math.max(element.clientWidth, 300), height });
+      plot.current?.setSize({ width: Math.max(element.clientWidth, 200), height });
     });
     resize.observe(element);
     return () => {
@@ -184,7 +204,7 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [shape, height, points, xRange?.[0], xRange?.[1]]);
+  }, [shape, height, points, xRange?.[0], xRange?.[1], zone]);
 
   useEffect(() => {
     plot.current?.setData(data as uPlot.AlignedData);
@@ -192,7 +212,9 @@ export function Chart({ title, data, series, height = 220, points = true, xRange
 
   return (
     <figure class="chart">
-      <figcaption>{title}</figcaption>
+      <figcaption>
+        {title} <span class="zone">(times in {zone})</span>
+      </figcaption>
       <div ref={box} class="chart-canvas" role="img" aria-label={title} />
     </figure>
   );
@@ -205,8 +227,25 @@ const OUTCOME_CLASS: Record<string, string> = {
   abandoned: "fail",
 };
 
-/** The run's attempts on one time axis, from the time it was due to the end of its last attempt. */
-export function Timeline({ run, now }: { run: Run; now: number }) {
+/** The width of an element in CSS pixels, followed as it changes. */
+function useWidth(element: { current: Element | null }, initial: number): number {
+  const [width, setWidth] = useState(initial);
+  useEffect(() => {
+    const current = element.current;
+    if (!current) return undefined;
+    const measure = () => setWidth(Math.round(current.clientWidth) || initial);
+    measure();
+    const resize = new ResizeObserver(measure);
+    resize.observe(current);
+    return () => resize.disconnect();
+  }, []);
+  return width;
+}
+
+/** The run's attempts on one time axis, from the time it was due to the end of its last attempt, drawn at
+ * the width it has (labels keep their size on a phone). */
+export function Timeline({ run, now, zone = UTC }: { run: Run; now: number; zone?: string }) {
+  const figure = useRef<HTMLElement>(null);
   const due = new Date(run.scheduled_for).getTime();
   const spans = run.attempts.map((attempt) => {
     const start = new Date(attempt.started_at).getTime();
@@ -215,14 +254,14 @@ export function Timeline({ run, now }: { run: Run; now: number }) {
   });
   const first = Math.min(due, ...spans.map((span) => span.start));
   const last = Math.max(due + 1, ...spans.map((span) => span.end));
-  const width = 1000;
+  const width = Math.max(useWidth(figure, 1000), 240);
   const scale = (time: number) => 20 + ((time - first) / (last - first)) * (width - 40);
   const rowHeight = 26;
   const height = 40 + spans.length * rowHeight;
   return (
-    <figure class="timeline">
+    <figure class="timeline" ref={figure}>
       <figcaption>
-        Attempts from {when(new Date(first).toISOString())} over {milliseconds(last - first)}
+        Attempts from <When value={new Date(first).toISOString()} zone={zone} /> over {milliseconds(last - first)}
       </figcaption>
       <svg viewBox={`0 0 ${width} ${height}`} role="img" aria-label="attempts on a timeline">
         <line class="axis" x1={20} x2={width - 20} y1={height - 16} y2={height - 16} />
@@ -238,6 +277,11 @@ export function Timeline({ run, now }: { run: Run; now: number }) {
           const y = 8 + index * rowHeight;
           const barWidth = Math.max(scale(end) - x, 3);
           const previous = index > 0 ? spans[index - 1] : null;
+          const label = `#${attempt.attempt} ${attempt.outcome ?? "running"} · ${milliseconds(end - start)}`;
+          // After the bar where the label fits (about 7 px a character at 12 px), else before it, else inside.
+          const room = label.length * 7;
+          const after = x + barWidth + 6 + room <= width - 4;
+          const before = !after && x - 6 - room >= 4;
           return (
             <g key={attempt.attempt} class={`attempt ${OUTCOME_CLASS[attempt.outcome ?? ""] ?? "running"}`}>
               {previous ? (
@@ -249,12 +293,12 @@ export function Timeline({ run, now }: { run: Run; now: number }) {
                 </title>
               </rect>
               <text
-                class="label"
-                x={x > width * 0.6 ? x - 6 : x + barWidth + 6}
+                class={after || before ? "label" : "label inside"}
+                x={after ? x + barWidth + 6 : before ? x - 6 : x + 6}
                 y={y + 13}
-                text-anchor={x > width * 0.6 ? "end" : "start"}
+                text-anchor={before ? "end" : "start"}
               >
-                #{attempt.attempt} {attempt.outcome ?? "running"} · {milliseconds(end - start)}
+                {label}
               </text>
             </g>
           );

@@ -1,20 +1,53 @@
-// Times are shown in the browser's own time zone, with the API's RFC 3339 value on hover.
+// Times are shown in a time zone named beside them: the job's (its cron schedule's zone; UTC for a rate or a
+// one-time schedule) where there is a job, else UTC. The API's RFC 3339 value shows on hover.
 
-const dateTime = new Intl.DateTimeFormat(undefined, {
-  year: "numeric",
-  month: "short",
-  day: "2-digit",
-  hour: "2-digit",
-  minute: "2-digit",
-  second: "2-digit",
-});
-const timeOnly = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+export const UTC = "UTC";
 
-export function when(value: string | null | undefined): string {
+const formats = new Map<string, Intl.DateTimeFormat>();
+
+/** A formatter of year to second in `zone` (UTC when the browser does not know the zone), and the zone used. */
+function formatter(zone: string): [Intl.DateTimeFormat, string] {
+  let found = formats.get(zone);
+  if (!found) {
+    try {
+      found = new Intl.DateTimeFormat("en-GB", {
+        timeZone: zone,
+        year: "numeric",
+        month: "2-digit",
+        day: "2-digit",
+        hour: "2-digit",
+        minute: "2-digit",
+        second: "2-digit",
+        hourCycle: "h23",
+      });
+    } catch {
+      return formatter(UTC); // a zone unknown to this browser (it knows UTC)
+    }
+    formats.set(zone, found);
+  }
+  return [found, zone];
+}
+
+/** The wall-clock date ("2026-11-28") and time ("03:00:00") of `date` in `zone`, and the zone used. */
+export function wallClock(date: Date, zone: string): { day: string; time: string; zone: string } {
+  const [format, used] = formatter(zone);
+  const part: Record<string, string> = {};
+  for (const { type, value } of format.formatToParts(date)) part[type] = value;
+  const day = `${part.year}-${part.month}-${part.day}`;
+  return { day, time: `${part.hour}:${part.minute}:${part.second}`, zone: used };
+}
+
+/** The zone a job's times are shown in: its cron schedule's, else UTC (as the API reads its other schedules). */
+export function jobZone(job: { schedule: { type: string; timezone?: string } } | null | undefined): string {
+  return (job?.schedule.type === "cron" && job.schedule.timezone) || UTC;
+}
+
+/** "2026-11-28 03:00:00 Europe/Paris"; the date left out when it is today in that zone ("03:00:00 UTC"). */
+export function when(value: string | null | undefined, zone: string = UTC): string {
   if (!value) return "—";
-  const date = new Date(value);
-  const today = new Date();
-  return date.toDateString() === today.toDateString() ? timeOnly.format(date) : dateTime.format(date);
+  const shown = wallClock(new Date(value), zone);
+  const today = wallClock(new Date(), zone).day;
+  return `${shown.day === today ? "" : `${shown.day} `}${shown.time} ${shown.zone}`;
 }
 
 export function relative(value: string | null | undefined, now = Date.now()): string {

@@ -2,8 +2,8 @@ import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 
 import { type Job as JobOut, type Run, api, newKey } from "../api";
-import { Chart, Confirm, Notice, Problem, Status } from "../components";
-import { json, milliseconds, relative, when } from "../format";
+import { Chart, Confirm, Notice, Problem, Status, When } from "../components";
+import { jobZone, json, milliseconds, relative } from "../format";
 import { usePoll, useNow } from "../hooks";
 import { Link, href } from "../router";
 
@@ -85,6 +85,7 @@ export function Job({ id }: { id: string }) {
     );
   }
   const data = job.data;
+  const zone = jobZone(data);
   const items = runs.data?.items ?? [];
   return (
     <main>
@@ -130,7 +131,7 @@ export function Job({ id }: { id: string }) {
           </p>
           {data.pause ? (
             <p class="paused" data-testid="pause">
-              Paused {when(data.pause.paused_at)} by {data.pause.paused_by}
+              Paused <When value={data.pause.paused_at} zone={zone} /> by {data.pause.paused_by}
               {data.pause.reason ? `: “${data.pause.reason}”` : ""}
             </p>
           ) : null}
@@ -139,8 +140,8 @@ export function Job({ id }: { id: string }) {
             upcoming.length ? (
               <ol class="fires" aria-label="next fires">
                 {upcoming.map((fire) => (
-                  <li class={fire.excluded ? "excluded" : ""} title={fire.at}>
-                    {when(fire.at)} <span class="muted">({relative(fire.at, now)})</span>
+                  <li class={fire.excluded ? "excluded" : ""}>
+                    <When value={fire.at} zone={zone} /> <span class="muted">({relative(fire.at, now)})</span>
                     {fire.dst ? <span class="tag">DST {fire.dst}</span> : null}
                     {fire.excluded ? <span class="tag">excluded: {fire.excluded}</span> : null}
                   </li>
@@ -174,11 +175,15 @@ export function Job({ id }: { id: string }) {
               {data.jitter_seconds ? `, jitter ${data.jitter_seconds} s` : ""}
             </dd>
             <dt>Created</dt>
-            <dd title={data.created_at}>{when(data.created_at)}</dd>
+            <dd>
+              <When value={data.created_at} zone={zone} />
+            </dd>
             {data.cancelled_at ? (
               <>
                 <dt>Cancelled</dt>
-                <dd>{when(data.cancelled_at)}</dd>
+                <dd>
+                  <When value={data.cancelled_at} zone={zone} />
+                </dd>
               </>
             ) : null}
             <dt>Payload</dt>
@@ -192,6 +197,7 @@ export function Job({ id }: { id: string }) {
         <h2>Runs</h2>
         <Chart
           title="Lag (due to first start) and duration (last attempt), by time due"
+          zone={zone}
           data={chartData(items)}
           series={[
             { label: "lag", stroke: "#2563eb" },
@@ -214,15 +220,17 @@ export function Job({ id }: { id: string }) {
           <tbody>
             {items.map((run) => (
               <tr key={run.run_id} data-run-id={run.run_id}>
-                <td title={run.scheduled_for}>{when(run.scheduled_for)}</td>
-                <td>
+                <td data-label="Due" class="wide">
+                  <When value={run.scheduled_for} zone={zone} />
+                </td>
+                <td data-label="Status">
                   <Status value={run.status} />
                 </td>
-                <td>{run.trigger}</td>
-                <td>{run.attempt}</td>
-                <td>{milliseconds(run.lag_ms)}</td>
-                <td>{milliseconds(duration(run))}</td>
-                <td>
+                <td data-label="Trigger">{run.trigger}</td>
+                <td data-label="Attempts">{run.attempt}</td>
+                <td data-label="Lag">{milliseconds(run.lag_ms)}</td>
+                <td data-label="Duration">{milliseconds(duration(run))}</td>
+                <td data-label="Run" class="wide">
                   <Link href={href("/runs", run.run_id)}>{run.run_id.slice(data.job_id.length + 1) || run.run_id}</Link>
                 </td>
               </tr>

@@ -1,8 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
 
 import { JOB_STATUSES, type Job, api } from "../api";
-import { Problem, Status } from "../components";
-import { relative, when } from "../format";
+import { Problem, Status, When } from "../components";
+import { jobZone, relative } from "../format";
 import { usePoll, useNow } from "../hooks";
 import { Link, href, navigate, useLocation } from "../router";
 
@@ -103,21 +103,28 @@ export function Jobs() {
         <tbody>
           {jobs.map((job) => (
             <tr key={job.job_id} data-job-id={job.job_id}>
-              <td>
+              <td data-label="Name" class="span title">
                 <Link href={href("/jobs", job.job_id)}>{job.name}</Link>
               </td>
-              <td>
+              <td data-label="Status">
                 <Status value={job.status} />
               </td>
-              <td>{job.schedule_description}</td>
-              <td title={job.next_fire_at ?? ""}>
-                {job.next_fire_at ? `${when(job.next_fire_at)} (${relative(job.next_fire_at, now)})` : "—"}
+              <td data-label="Schedule" class="wide">{job.schedule_description}</td>
+              <td data-label="Next fire" class="wide">
+                {job.next_fire_at ? (
+                  <>
+                    <When value={job.next_fire_at} zone={jobZone(job)} /> ({relative(job.next_fire_at, now)})
+                  </>
+                ) : (
+                  "—"
+                )}
               </td>
               {lastRuns ? (
-                <td>
+                <td data-label="Last run" class="wide">
                   {job.last_run ? (
                     <Link href={href("/runs", job.last_run.run_id)}>
-                      <Status value={job.last_run.status} /> {when(job.last_run.scheduled_for)}
+                      <Status value={job.last_run.status} />{" "}
+                      <When value={job.last_run.scheduled_for} zone={jobZone(job)} />
                     </Link>
                   ) : (
                     "—"

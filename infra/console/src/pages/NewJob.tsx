@@ -1,8 +1,8 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
 import { ApiError, type Preview, api, newKey } from "../api";
-import { Field, Problem } from "../components";
-import { relative, when } from "../format";
+import { Field, Problem, When } from "../components";
+import { jobZone, relative } from "../format";
 import { useDebounced } from "../hooks";
 import { Link, href, navigate } from "../router";
 
@@ -158,6 +158,8 @@ export function NewJob() {
   };
 
   const error = (name: string) => errors[name] || previewErrors[name] || undefined;
+  // The fires in the zone the job will have: the cron schedule's, else UTC.
+  const zone = jobZone({ schedule: JSON.parse(settled) as { type: string; timezone?: string } });
 
   return (
     <main>
@@ -269,8 +271,8 @@ export function NewJob() {
               {preview.fires.length ? (
                 <ol class="fires">
                   {preview.fires.map((fire) => (
-                    <li class={fire.excluded ? "excluded" : ""} title={fire.at}>
-                      {when(fire.at)} <span class="muted">({relative(fire.at)})</span>
+                    <li class={fire.excluded ? "excluded" : ""}>
+                      <When value={fire.at} zone={zone} /> <span class="muted">({relative(fire.at)})</span>
                       {fire.dst ? <span class="tag">DST {fire.dst}</span> : null}
                       {fire.excluded ? <span class="tag">excluded: {fire.excluded}</span> : null}
                     </li>

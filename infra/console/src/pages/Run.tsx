@@ -1,9 +1,9 @@
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 
-import { FINAL, RETRYABLE, type Run as RunOut, api, jobNames } from "../api";
-import { Confirm, Notice, Problem, Status, Timeline } from "../components";
-import { json, milliseconds, when } from "../format";
+import { FINAL, RETRYABLE, type Run as RunOut, api, jobLabels } from "../api";
+import { Confirm, Notice, Problem, Status, Timeline, When } from "../components";
+import { UTC, json, milliseconds } from "../format";
 import { usePoll, useNow } from "../hooks";
 import { Link, href } from "../router";
 
@@ -38,7 +38,9 @@ export function Run({ id }: { id: string }) {
   const [retrying, setRetrying] = useState(false);
   const [notice, setNotice] = useState<ComponentChildren>(null);
   const run = usePoll(() => api.run(id), 1500, [id]);
-  const names = usePoll(jobNames, 0, []);
+  // The run's job names it, and its times are shown in the job's zone.
+  const jobId = run.data?.job_id;
+  const job = usePoll(async () => (jobId ? ((await jobLabels([jobId])).get(jobId) ?? null) : null), 0, [jobId]);
 
   if (!run.data) {
     return (
@@ -50,12 +52,13 @@ export function Run({ id }: { id: string }) {
   }
   const data = run.data;
   const final = FINAL.includes(data.status);
+  const zone = job.data?.zone ?? UTC;
   return (
     <main>
       <header class="page-head">
         <div>
           <p class="crumbs">
-            <Link href="/runs">Runs</Link> / <Link href={href("/jobs", data.job_id)}>job {names.data?.get(data.job_id) ?? data.job_id}</Link> /
+            <Link href="/runs">Runs</Link> / <Link href={href("/jobs", data.job_id)}>job {job.data?.name ?? data.job_id}</Link> /
           </p>
           <h1>
             Run <code class="run-id">{data.run_id.slice(data.job_id.length + 1) || data.run_id}</code>{" "}
@@ -79,15 +82,21 @@ export function Run({ id }: { id: string }) {
             <code>{data.run_id}</code>
           </dd>
           <dt>Due</dt>
-          <dd title={data.scheduled_for}>{when(data.scheduled_for)}</dd>
+          <dd>
+            <When value={data.scheduled_for} zone={zone} />
+          </dd>
           <dt>Trigger</dt>
           <dd>{data.trigger}</dd>
           <dt>Lag</dt>
           <dd>{milliseconds(data.lag_ms)}</dd>
           <dt>Started</dt>
-          <dd title={data.started_at ?? ""}>{when(data.started_at)}</dd>
+          <dd>
+            <When value={data.started_at} zone={zone} />
+          </dd>
           <dt>Finished</dt>
-          <dd title={data.finished_at ?? ""}>{when(data.finished_at)}</dd>
+          <dd>
+            <When value={data.finished_at} zone={zone} />
+          </dd>
           <dt>Attempts</dt>
           <dd>{data.attempt}</dd>
           {data.manual_retries ? (
@@ -105,7 +114,9 @@ export function Run({ id }: { id: string }) {
           {data.retry_at && !final ? (
             <>
               <dt>Next attempt</dt>
-              <dd title={data.retry_at}>{when(data.retry_at)}</dd>
+              <dd>
+                <When value={data.retry_at} zone={zone} />
+              </dd>
             </>
           ) : null}
         </dl>
@@ -113,7 +124,7 @@ export function Run({ id }: { id: string }) {
       <Progress run={data} />
       <section class="card" aria-label="attempts">
         <h2>Attempts</h2>
-        {data.attempts.length ? <Timeline run={data} now={now} /> : <p class="muted">No attempt has started yet.</p>}
+        {data.attempts.length ? <Timeline run={data} now={now} zone={zone} /> : <p class="muted">No attempt has started yet.</p>}
         <table class="list" aria-label="attempts">
           <thead>
             <tr>
@@ -128,14 +139,18 @@ export function Run({ id }: { id: string }) {
           <tbody>
             {data.attempts.map((attempt) => (
               <tr key={attempt.attempt} data-attempt={attempt.attempt}>
-                <td>{attempt.attempt}</td>
-                <td title={attempt.started_at}>{when(attempt.started_at)}</td>
-                <td>{milliseconds(attempt.duration_ms)}</td>
-                <td>{attempt.outcome ? <Status value={attempt.outcome} /> : <Status value="running" />}</td>
-                <td class="error-text">
+                <td data-label="#">{attempt.attempt}</td>
+                <td data-label="Started" class="wide">
+                  <When value={attempt.started_at} zone={zone} />
+                </td>
+                <td data-label="Duration">{milliseconds(attempt.duration_ms)}</td>
+                <td data-label="Outcome">
+                  {attempt.outcome ? <Status value={attempt.outcome} /> : <Status value="running" />}
+                </td>
+                <td data-label="Error" class="error-text span">
                   {attempt.error_code ? <code>{attempt.error_code}</code> : null} {attempt.error_message ?? ""}
                 </td>
-                <td>
+                <td data-label="Worker" class="span">
                   <code>{attempt.worker_id ?? "—"}</code>
                 </td>
               </tr>

@@ -1,10 +1,20 @@
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 
-import { RETRYABLE, RUN_STATUSES, type Run, api, jobNames } from "../api";
-import { Confirm, Notice, Problem, Status } from "../components";
-import { milliseconds, when } from "../format";
-import { usePoll } from "../hooks";
+import {
+  JOB_ID,
+  type Job,
+  type JobLabel,
+  RETRYABLE,
+  RUN_STATUSES,
+  type Run,
+  api,
+  findJob,
+  jobLabels,
+} from "../api";
+import { Confirm, Notice, Problem, Status, When } from "../components";
+import { UTC, milliseconds } from "../format";
+import { type Loaded, usePoll } from "../hooks";
 import { Link, href, navigate, useLocation } from "../router";
 
 const SINCE: Record<string, number> = { "": 0, "1h": 3600, "24h": 86400, "7d": 7 * 86400 };
@@ -17,18 +27,25 @@ function lastError(run: Run): string {
 }
 
 /** Runs across the tenant. Without a choice of statuses it is the dead-letter view: FAILED and DEAD runs,
- * each with Retry (a new attempt of the same run, with the same idempotency key). */
+ * each with Retry (a new attempt of the same run, with the same idempotency key). The job filter takes a
+ * job's name or its id; a name is looked up among the tenant's jobs and the runs asked for by the job's id. */
 export function Runs() {
   const location = useLocation();
   // No status parameter: the dead-letter view; an empty one ("status="): every status.
   const chosen = location.query.getAll("status");
   const statuses = chosen.length ? chosen.filter(Boolean) : DEAD_LETTERS;
-  const jobId = location.query.get("job_id") ?? "";
+  // ?job= takes a name or an id; ?job_id= is how links named a job before.
+  const jobText = (location.query.get("job") ?? location.query.get("job_id") ?? "").trim();
   const since = location.query.get("since") ?? "";
   const [retrying, setRetrying] = useState<Run | null>(null);
   const [notice, setNotice] = useState<ComponentChildren>(null);
   const [more, setMore] = useState<{ items: Run[]; cursor: string | null } | null>(null);
-  const keys = [statuses.join(","), jobId, since];
+  // What is typed, kept across the list's refreshes until it is committed (Enter, or leaving the field).
+  const [draft, setDraft] = useState(jobText);
+  useEffect(() => setDraft(jobText), [jobText]);
+  const found = usePoll(() => findJob(jobText), 0, [jobText]);
+  const jobId = jobText ? (found.data?.job_id ?? null) : "";
+  const keys = [statuses.join(","), jobText, jobId, since];
 
   const query = () => ({
     status: statuses,
@@ -36,8 +53,8 @@ export function Runs() {
     since: SINCE[since] ? new Date(Date.now() - SINCE[since] * 1000).toISOString() : undefined,
     limit: 50,
   });
-  const first = usePoll(() => api.runs(query()), 3000, keys);
-  const names = usePoll(jobNames, 30_000, []);
+  // Until the job named is found, no runs are asked for: never every job's runs in place of one job's.
+  const first = usePoll(async () => (jobId === null ? null : api.runs(query())), 3000, keys);
   const cursor = more ? more.cursor : (first.data?.next_cursor ?? null);
   const loadMore = async () => {
     if (!cursor) return;
@@ -45,12 +62,12 @@ export function Runs() {
     setMore({ items: [...(more?.items ?? []), ...page.items], cursor: page.next_cursor });
   };
 
-  const filter = (next: { status?: string[]; job_id?: string; since?: string }) => {
+  const filter = (next: { status?: string[]; job?: string; since?: string }) => {
     const parameters = new URLSearchParams();
     const wanted = next.status ?? statuses;
     for (const value of wanted.length ? wanted : [""]) parameters.append("status", value);
-    const job = next.job_id ?? jobId;
-    if (job) parameters.set("job_id", job);
+    const job = next.job ?? jobText;
+    if (job) parameters.set("job", job);
     const window = next.since ?? since;
     if (window) parameters.set("since", window);
     setMore(null);
@@ -64,6 +81,19 @@ export function Runs() {
     (run) => !seen.has(run.run_id) && seen.add(run.run_id),
   );
   const deadLetters = statuses.length > 0 && statuses.every((status) => RETRYABLE.includes(status as Run["status"]));
+
+  // The runs' jobs, for their names and the zone of their times.
+  const ids = [...new Set(runs.map((run) => run.job_id))].sort().join(" ");
+  const [labels, setLabels] = useState<Map<string, JobLabel>>(new Map());
+  useEffect(() => {
+    let current = true;
+    void jobLabels(ids ? ids.split(" ") : []).then((answer) => {
+      if (current) setLabels(answer);
+    });
+    return () => {
+      current = false;
+    };
+  }, [ids]);
 
   return (
     <main>
@@ -96,12 +126,16 @@ export function Runs() {
           ))}
         </fieldset>
         <label>
-          Job id{" "}
+          Job{" "}
           <input
-            name="job_id"
-            value={jobId}
-            placeholder="any job"
-            onChange={(event) => filter({ job_id: event.currentTarget.value.trim() })}
+            name="job"
+            type="search"
+            value={draft}
+            placeholder="any job: a name or an id"
+            spellcheck={false}
+            autocomplete="off"
+            onInput={(event) => setDraft(event.currentTarget.value)}
+            onChange={(event) => filter({ job: event.currentTarget.value.trim() })}
           />
         </label>
         <label>
@@ -115,6 +149,7 @@ export function Runs() {
         </label>
       </form>
       {notice ? <Notice>{notice}</Notice> : null}
+      <JobFilter text={jobText} found={found} />
       <Problem error={first.error} />
       <table class="list" aria-label="runs">
         <thead>
@@ -131,20 +166,24 @@ export function Runs() {
         <tbody>
           {runs.map((run) => (
             <tr key={run.run_id} data-run-id={run.run_id}>
-              <td title={run.scheduled_for}>
-                <Link href={href("/runs", run.run_id)}>{when(run.scheduled_for)}</Link>
-              </td>
-              <td>
-                <Status value={run.status} />
-              </td>
-              <td>
-                <Link href={href("/jobs", run.job_id)} title={run.job_id}>
-                  {names.data?.get(run.job_id) ?? <code>{run.job_id}</code>}
+              <td data-label="Due" class="wide">
+                <Link href={href("/runs", run.run_id)}>
+                  <When value={run.scheduled_for} zone={labels.get(run.job_id)?.zone ?? UTC} />
                 </Link>
               </td>
-              <td>{run.attempt}</td>
-              <td>{milliseconds(run.lag_ms)}</td>
-              <td class="error-text">{lastError(run)}</td>
+              <td data-label="Status">
+                <Status value={run.status} />
+              </td>
+              <td data-label="Job" class="span">
+                <Link href={href("/jobs", run.job_id)} title={run.job_id}>
+                  {labels.get(run.job_id)?.name ?? <code>{run.job_id}</code>}
+                </Link>
+              </td>
+              <td data-label="Attempts">{run.attempt}</td>
+              <td data-label="Lag">{milliseconds(run.lag_ms)}</td>
+              <td data-label="Last error" class="error-text span">
+                {lastError(run)}
+              </td>
               <td>
                 {RETRYABLE.includes(run.status) ? (
                   <button type="button" onClick={() => setRetrying(run)}>
@@ -156,7 +195,9 @@ export function Runs() {
           ))}
         </tbody>
       </table>
-      {!first.loading && !runs.length ? <p class="empty">No runs match.</p> : null}
+      {first.data && !runs.length ? (
+        <p class="empty">{cursor ? "None among the runs read so far: load more to read further." : "No runs match."}</p>
+      ) : null}
       {cursor ? (
         <button type="button" onClick={loadMore}>
           Load more
@@ -185,5 +226,27 @@ export function Runs() {
         </Confirm>
       ) : null}
     </main>
+  );
+}
+
+/** What the job filter found: the job whose runs these are, that it is being looked for, or that no job has
+ * the name (or the id) given. */
+function JobFilter({ text, found }: { text: string; found: Loaded<Job | null> }) {
+  if (!text) return null;
+  if (found.error) return <Problem error={found.error} />;
+  if (found.loading) return <p class="muted">Looking for the job “{text}”…</p>;
+  if (!found.data) {
+    return (
+      <p class="problem" role="alert" data-testid="job-filter">
+        No job is named “{text}”{JOB_ID.test(text) ? " or has it as its id" : ""}: no runs to show.
+      </p>
+    );
+  }
+  const job = found.data;
+  return (
+    <p class="muted" data-testid="job-filter">
+      Runs of job <Link href={href("/jobs", job.job_id)}>{job.name}</Link> (<code>{job.job_id}</code>
+      {job.status === "CANCELLED" ? ", cancelled" : ""}).
+    </p>
   );
 }
