@@ -18,10 +18,12 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.sync_api import (
@@ -53,6 +55,7 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = "TICKWORK_CONSOLE_SCREENSHOTS"
 VIEWPORT: ViewportSize = {"width": 1280, "height": 860}
+PHONE: ViewportSize = {"width": 375, "height": 740}
 # Runs arrive on the wall clock: the first fire of a 2-second rate, a retry, a poll of the page.
 ARRIVAL_MS = 20_000
 
@@ -148,7 +151,17 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, stack: Stack) -> Iterator[Page]:
-    context = browser.new_context(base_url=stack.url, viewport=VIEWPORT)
+    yield from watched_page(browser, stack, VIEWPORT)
+
+
+@pytest.fixture
+def phone(browser: Browser, stack: Stack) -> Iterator[Page]:
+    """A page as wide as a small phone's (375 CSS pixels)."""
+    yield from watched_page(browser, stack, PHONE)
+
+
+def watched_page(browser: Browser, stack: Stack, viewport: ViewportSize) -> Iterator[Page]:
+    context = browser.new_context(base_url=stack.url, viewport=viewport)
     context.set_default_timeout(10_000)
     opened = context.new_page()
     watched = Watched(stack.url)
@@ -171,7 +184,7 @@ def sign_in(page: Page, tenant: str = "acme") -> None:
 
 def shoot(stack: Stack, page: Page, name: str, *, full_page: bool = True) -> None:
     path = stack.shots / f"{name}.png"
-    page.mouse.move(0, VIEWPORT["height"] - 1)  # no hover effect in the picture
+    page.mouse.move(0, (page.viewport_size or VIEWPORT)["height"] - 1)  # no hover effect in the picture
     page.screenshot(path=str(path), full_page=full_page)
     assert path.stat().st_size > 10_000, path
 
@@ -186,6 +199,41 @@ def title(page: Page) -> Any:
 
 def runs_table(page: Page) -> Any:
     return page.get_by_role("table", name="runs")
+
+
+# Every element wider than the viewport or reaching past its right edge, described; and the document's width.
+TOO_WIDE = """() => {
+  const width = window.innerWidth;
+  const wide = [];
+  for (const element of document.querySelectorAll("*")) {
+    const right = element.getBoundingClientRect().right;
+    if (right > width + 0.5) {
+      const label = element.getAttribute("aria-label") || element.getAttribute("class") || "";
+      wide.push(`${element.tagName.toLowerCase()}[${label}] to ${Math.round(right)}`);
+    }
+  }
+  const text = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const right = range.getBoundingClientRect().right;
+    if (right > width + 0.5) text.push(`${node.textContent.slice(0, 40)} to ${Math.round(right)}`);
+  }
+  return { width, scrollWidth: document.documentElement.scrollWidth, wide, text };
+}"""
+
+
+def assert_fits(page: Page, where: str) -> None:
+    """Nothing on the page reaches past the viewport's right edge: the page never scrolls sideways."""
+    found = page.evaluate(TOO_WIDE)
+    assert found["scrollWidth"] <= found["width"], (
+        where,
+        found["scrollWidth"],
+        found["wide"][:12],
+        found["text"][:12],
+    )
+    assert found["wide"] == [], (where, found["wide"][:12])
 
 
 # --- tests -------------------------------------------------------------------------------------------------
@@ -462,3 +510,185 @@ def test_another_tenants_job_is_not_found(page: Page, stack: Stack) -> None:
     # Their console page does not 404 for an unknown console route either: it says so itself
     page.goto("/no-such-page")
     expect(title(page)).to_have_text("Not found")
+
+
+def test_every_page_fits_a_phone(phone: Page, stack: Stack) -> None:
+    # Given a job that has run (a lag and duration chart, a table of runs) and a dead run with a long error
+    stack.receiver.script["/phone-export"] = [500]
+    beat = stack.job(
+        "phone-heartbeat-of-the-nightly-ledger-export",
+        "/phone-heartbeat",
+        schedule={"type": "rate", "every_seconds": 2},
+    )
+    failing = stack.job("phone-export", "/phone-export", retry={"max_attempts": 1})
+    dead = stack.api("POST", f"/v1/jobs/{failing['job_id']}/trigger", headers={"Idempotency-Key": "phone"})
+    # Every page, at 375 px, reaches no further than the viewport
+    phone.goto("/jobs")
+    expect(phone.get_by_label("Tenant token")).to_be_visible()
+    assert_fits(phone, "sign-in")
+    sign_in(phone)
+    expect(phone.get_by_role("table", name="jobs").locator("tbody tr").first).to_be_visible()
+    assert_fits(phone, "jobs")
+    phone.goto("/jobs/new")
+    expect(phone.get_by_role("region", name="schedule preview").locator("ol.fires li")).to_have_count(5)
+    assert_fits(phone, "new job, cron")
+    phone.get_by_label("Schedule", exact=True).select_option("once")
+    assert_fits(phone, "new job, once")
+    phone.get_by_label("Schedule", exact=True).select_option("rate")
+    phone.get_by_label("Name").fill("not a name!")
+    phone.get_by_label("Webhook URL").fill("ftp://example.com/hook")
+    phone.get_by_role("button", name="Create job").click()
+    expect(field_error(phone, "url")).to_be_visible()
+    assert_fits(phone, "new job, refused")
+    phone.goto(f"/jobs/{beat['job_id']}")
+    expect(runs_table(phone).locator("tbody tr", has_text="SUCCEEDED").nth(2)).to_be_visible(
+        timeout=ARRIVAL_MS
+    )
+    expect(phone.locator(".chart-canvas canvas").first).to_be_visible()
+    assert_fits(phone, "job")
+    shoot(stack, phone, "phone-job")
+    phone.get_by_role("button", name="Pause").click()
+    expect(phone.get_by_role("dialog")).to_be_visible()
+    assert_fits(phone, "pause dialog")
+    phone.get_by_role("dialog").get_by_role("button", name="Pause").click()
+    expect(title(phone)).to_contain_text("PAUSED")
+    assert_fits(phone, "job, paused")
+    phone.goto("/runs")
+    row = phone.locator(f"tr[data-run-id='{dead['run_id']}']")
+    expect(row).to_contain_text("http_500", timeout=ARRIVAL_MS)
+    assert_fits(phone, "dead letters")
+    shoot(stack, phone, "phone-dead-letters")
+    phone.goto("/runs?status=&job=phone-export")
+    expect(runs_table(phone).locator("tbody tr")).to_have_count(1)
+    assert_fits(phone, "all runs of a job")
+    phone.goto(f"/runs/{quote(dead['run_id'], safe='')}")
+    expect(phone.get_by_role("table", name="attempts").locator("tbody tr")).to_have_count(1)
+    assert_fits(phone, "run")
+    phone.goto("/health")
+    expect(phone.get_by_role("region", name="lag history").locator("canvas").first).to_be_visible()
+    assert_fits(phone, "health")
+    phone.goto("/no-such-page")
+    expect(title(phone)).to_have_text("Not found")
+    assert_fits(phone, "not found")
+
+
+def finished(stack: Stack, run: dict[str, Any]) -> dict[str, Any]:
+    """The run once it has SUCCEEDED."""
+    path = f"/v1/runs/{quote(run['run_id'], safe='')}"
+    assert wait_for(lambda: stack.api("GET", path)["status"] == "SUCCEEDED", timeout=ARRIVAL_MS / 1000)
+    answer: dict[str, Any] = stack.api("GET", path)
+    return answer
+
+
+def wall_clock(instant: str, zone: str) -> str:
+    """An API time as the console shows it in `zone`, without its date: "03:00:00 Europe/Paris"."""
+    local = datetime.fromisoformat(instant.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
+    return f"{local:%H:%M:%S} {zone}"
+
+
+ZONED = r"^(\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2} "
+
+
+def assert_times_in(page: Page, zone: str) -> None:
+    """Every time on the page is a 24-hour wall-clock time followed by the zone it is in."""
+    times = page.locator("time").all_inner_texts()
+    assert times
+    for text in times:
+        assert re.match(ZONED + re.escape(zone) + "$", text), (text, zone)
+    assert not re.search(r"\b[AP]M\b", page.locator("main").inner_text())
+
+
+def test_times_are_shown_in_the_jobs_zone_and_named(page: Page, stack: Stack) -> None:
+    # Given a job at 02:00 in Paris with a manual run, and a rate job (whose times are UTC's)
+    paris = stack.job("console-zoned", "/console-zoned")
+    run = finished(
+        stack, stack.api("POST", f"/v1/jobs/{paris['job_id']}/trigger", headers={"Idempotency-Key": "zoned"})
+    )
+    rate = stack.job("console-zoned-rate", "/console-zoned", schedule={"type": "rate", "every_seconds": 3600})
+    sign_in(page)
+    # Then the job's page shows its fires at 02:00 Paris time, named so, and every other time in Paris too
+    page.goto(f"/jobs/{paris['job_id']}")
+    expect(page.get_by_test_id("schedule-description")).to_contain_text("At 02:00")
+    fires = page.get_by_role("list", name="next fires").locator("li")
+    expect(fires).to_have_count(5)
+    for fire in fires.all():
+        expect(fire).to_have_text(re.compile(r"^(\d{4}-\d{2}-\d{2} )?02:00:00 Europe/Paris \(in "))
+    row = runs_table(page).locator(f"tr[data-run-id='{run['run_id']}']")
+    expect(row).to_contain_text(wall_clock(run["scheduled_for"], "Europe/Paris"))
+    expect(page.get_by_role("region", name="run history")).to_contain_text("(times in Europe/Paris)")
+    assert_times_in(page, "Europe/Paris")
+    # And the run's page, and the runs list, in the run's job's zone
+    page.goto(f"/runs/{quote(run['run_id'], safe='')}")
+    expect(page.get_by_role("region", name="summary")).to_contain_text(
+        wall_clock(run["scheduled_for"], "Europe/Paris")
+    )
+    expect(page.get_by_role("table", name="attempts").locator("tbody tr")).to_have_count(1)
+    assert_times_in(page, "Europe/Paris")
+    page.goto("/runs?status=SUCCEEDED&job=console-zoned")
+    expect(runs_table(page).locator(f"tr[data-run-id='{run['run_id']}']")).to_contain_text(
+        wall_clock(run["scheduled_for"], "Europe/Paris")
+    )
+    assert_times_in(page, "Europe/Paris")
+    # A rate job's times are UTC's, named UTC; so are the health page's
+    page.goto(f"/jobs/{rate['job_id']}")
+    expect(page.get_by_role("list", name="next fires").locator("li")).to_have_count(5)
+    assert_times_in(page, "UTC")
+    page.goto("/health")
+    expect(page.get_by_role("region", name="lag history")).to_contain_text("(times in UTC)")
+
+
+def test_runs_are_filtered_by_a_jobs_name_or_id(page: Page, stack: Stack) -> None:
+    # Given two jobs with a run each; a name that a cancelled job gave up and a live job took; and a name
+    # that only a cancelled job had
+    first = stack.job("console-by-name", "/by-name")
+    second = stack.job("console-by-name-too", "/by-name")
+    old = stack.job("console-renamed", "/by-name")
+    gone = stack.job("console-gone", "/by-name")
+    for job in (old, gone):
+        stack.api("DELETE", f"/v1/jobs/{job['job_id']}")
+    new = stack.job("console-renamed", "/by-name")
+    runs = {
+        job["job_id"]: finished(
+            stack,
+            stack.api(
+                "POST", f"/v1/jobs/{job['job_id']}/trigger", headers={"Idempotency-Key": job["job_id"]}
+            ),
+        )["run_id"]
+        for job in (first, second, new)
+    }
+    sign_in(page)
+    page.get_by_role("navigation", name="sections").get_by_role("link", name="Dead letters").click()
+    page.get_by_role("link", name="All runs").click()
+    rows = runs_table(page).locator("tbody tr")
+    job_filter = page.get_by_role("searchbox", name="Job")
+    found = page.get_by_test_id("job-filter")
+
+    def filter_by(text: str) -> None:
+        job_filter.fill(text)
+        job_filter.press("Enter")
+
+    # When the runs are filtered by a job's name, they are that job's
+    filter_by("console-by-name")
+    expect(page).to_have_url(re.compile(r"[?&]job=console-by-name(&|$)"))
+    expect(found).to_have_text(f"Runs of job console-by-name ({first['job_id']}).")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", runs[first["job_id"]])
+    # By its id, as before
+    filter_by(second["job_id"])
+    expect(found).to_have_text(f"Runs of job console-by-name-too ({second['job_id']}).")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", runs[second["job_id"]])
+    # A name a cancelled job gave up is the live job's that has it now
+    filter_by("console-renamed")
+    expect(found).to_have_text(f"Runs of job console-renamed ({new['job_id']}).")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", runs[new["job_id"]])
+    # A name only a cancelled job had is that job's, said to be cancelled
+    filter_by("console-gone")
+    expect(found).to_have_text(f"Runs of job console-gone ({gone['job_id']}, cancelled).")
+    # A name no job has is said so, and no runs are listed in place of that job's
+    filter_by("console-no-such-job")
+    expect(found).to_have_text("No job is named “console-no-such-job”: no runs to show.")
+    expect(found).to_have_attribute("role", "alert")
+    expect(rows).to_have_count(0)
+    expect(page.locator("p.empty")).to_have_count(0)
