@@ -5,9 +5,13 @@ and backs up each table a transaction touches with a deep copy of all of it. Bot
 with 10,000 jobs a create took tens of milliseconds. The local stack installs three changes:
 
 - each table keeps, per global secondary index, its items' keys grouped by index partition and sorted by
-  index sort key, updated after every write; a query then hands moto's own query code only the candidates
-  (the index partition, narrowed to the sort key's range; or the table partition), and moto filters,
-  orders and pages them exactly as before;
+  index sort key, updated after every write; an index query then hands moto's own query code only the
+  candidates (the index partition, narrowed to the sort key's range), and moto filters, orders and pages
+  them exactly as before;
+- each table partition queried keeps its sort keys in order, updated after every write; a table query
+  hands moto only the items its walk reaches: from the sort key condition's bound (or the exclusive start
+  key) in the query's direction, up to its Limit, and the next item, whose presence is what makes moto
+  answer a LastEvaluatedKey. A job's latest run costs O(log n), not a sort of its whole history;
 - a transaction saves only the items it touches, and puts them back if it fails;
 - the tables themselves are never deep-copied.
 
@@ -23,6 +27,7 @@ import functools
 import pickle
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 _candidates = threading.local()
@@ -106,6 +111,41 @@ class IndexPartitions:
         return [entry[3] for entry in partition[low:high]]
 
 
+class SortKeys:
+    """One table partition's sort keys in order (moto keeps the partition in a dict): their values, to
+    bisect, and moto's keys of its items, at the same positions."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, partition: dict[Any, Any]):
+        ordered = sorted(partition, key=_sortable)
+        self.values = [_sortable(key) for key in ordered]
+        self.keys = ordered
+
+    def refresh(self, range_value: Any, present: bool) -> None:
+        value = _sortable(range_value)
+        position = bisect.bisect_left(self.values, value)
+        there = position < len(self.values) and self.values[position] == value
+        if present and not there:
+            self.values.insert(position, value)
+            self.keys.insert(position, range_value)
+        elif there and not present:
+            del self.values[position]
+            del self.keys[position]
+
+
+def _sort_keys(table: Any, hash_value: Any, partition: dict[Any, Any]) -> SortKeys:
+    """The partition's sort keys, built at its first query and kept by every write after it (built again
+    should anything have changed the partition's items without them)."""
+    partitions: dict[Any, SortKeys] | None = table.__dict__.get("_tickwork_partitions")
+    if partitions is None:
+        partitions = table.__dict__["_tickwork_partitions"] = {}
+    found = partitions.get(hash_value)
+    if found is None or len(found.keys) != len(partition):
+        found = partitions[hash_value] = SortKeys(partition)
+    return found
+
+
 def _indexes(table: Any) -> dict[str, IndexPartitions]:
     found: dict[str, IndexPartitions] | None = table.__dict__.get("_tickwork_indexes")
     if found is None:
@@ -125,11 +165,15 @@ def _every_item(table: Any) -> list[Any]:
 
 def _refresh(table: Any, hash_value: Any, range_value: Any) -> None:
     indexes = _indexes(table)
-    if not indexes:
+    partitions: dict[Any, SortKeys] | None = table.__dict__.get("_tickwork_partitions")
+    sort_keys = partitions.get(hash_value) if partitions else None
+    if not indexes and sort_keys is None:
         return
     item = table.get_item(hash_value, range_value)
     for index in indexes.values():
         index.refresh((hash_value, range_value), item)
+    if sort_keys is not None:
+        sort_keys.refresh(range_value, item is not None)
 
 
 def install() -> None:
@@ -215,14 +259,53 @@ def install() -> None:
         return sorted(candidates, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
 
     def query(
-        self: Any, hash_key: Any, range_comparison: Any, range_objs: Any, *args: Any, **kwargs: Any
+        self: Any,
+        hash_key: Any,
+        range_comparison: Any,
+        range_objs: Any,
+        limit: Any,
+        exclusive_start_key: Any,
+        scan_index_forward: Any,
+        projection_expressions: Any,
+        index_name: Any = None,
+        consistent_read: Any = False,
+        filter_expression: Any = None,
+        hash_key_conditions: Any = None,
+        range_key_conditions: Any = None,
+        **filter_kwargs: Any,
     ) -> Any:
-        index_name = kwargs.get("index_name", args[4] if len(args) > 4 else None)
-        _candidates.items = _query_candidates(
-            self, hash_key, range_comparison, range_objs, index_name, kwargs
-        )
+        # moto's Table.query, with the same parameters
+        if index_name:
+            kwargs = {
+                "hash_key_conditions": hash_key_conditions,
+                "range_key_conditions": range_key_conditions,
+            }
+            found = _query_candidates(self, hash_key, range_comparison, range_objs, index_name, kwargs)
+        elif filter_kwargs or not isinstance(scan_index_forward, bool):
+            # a legacy QueryFilter (moto counts its matches against the Limit), or a direction moto reads
+            # neither way: the whole partition, as before
+            found = _query_candidates(self, hash_key, range_comparison, range_objs, None, {})
+        else:
+            walk = Walk(limit, exclusive_start_key, scan_index_forward)
+            found = _walk_candidates(self, hash_key, range_comparison, range_objs, walk)
+        _candidates.items = found
         try:
-            return original_query(self, hash_key, range_comparison, range_objs, *args, **kwargs)
+            return original_query(
+                self,
+                hash_key,
+                range_comparison,
+                range_objs,
+                limit,
+                exclusive_start_key,
+                scan_index_forward,
+                projection_expressions,
+                index_name,
+                consistent_read,
+                filter_expression,
+                hash_key_conditions=hash_key_conditions,
+                range_key_conditions=range_key_conditions,
+                **filter_kwargs,
+            )
         finally:
             _candidates.items = None
 
@@ -555,6 +638,122 @@ def _query_candidates(
     return [item for item in (table.get_item(*pk) for pk in keys) if item is not None]
 
 
+@dataclass(frozen=True)
+class Walk:
+    """How a table query goes through its partition: at most ``limit`` items (None: no limit), after the
+    exclusive start key (wire form, or None), upwards or downwards."""
+
+    limit: int | None
+    exclusive_start_key: dict[str, Any] | None
+    forward: bool
+
+
+# Sort key conditions by the name moto gives them (a key condition expression's operator, or a legacy
+# KeyConditions name), as bisect narrows them.
+_CONDITIONS = {"=": "EQ", "<": "LT", "<=": "LE", ">": "GT", ">=": "GE", "BETWEEN": "BETWEEN"}
+_CONDITIONS.update({name: name for name in ("EQ", "LT", "LE", "GT", "GE", "BEGINS_WITH")})
+_ARITY = {"BETWEEN": 2}
+# moto stops a page before an item that would take its items past 1 MB, and no item is larger than this
+# (moto's own limit of an item's size, which ``_size_items_once`` keeps).
+_RESULT_SIZE_LIMIT = 1_000_000
+_LARGEST_ITEM = 405_000
+
+
+def _condition_range(
+    values: list[Any], comparison: str | None, bounds: list[Any], kind: str
+) -> tuple[int, int] | None:
+    """The positions [low, high) of the sorted ``values`` that meet the sort key condition, or None when
+    bisect cannot tell (moto then compares every item, as released)."""
+    if comparison is None:
+        return 0, len(values)
+    name = _CONDITIONS.get(comparison.upper())
+    if name is None or len(bounds) != _ARITY.get(name, 1):
+        return None
+    if name == "BEGINS_WITH":
+        if kind not in ("S", "B"):
+            return None
+        prefix = bounds[0]
+        width = len(prefix)
+        low = bisect.bisect_left(values, prefix)
+        # Cut to the prefix's length, sorted values stay in order: those that begin with it are one run.
+        return low, bisect.bisect_right(values, prefix, lo=low, key=lambda value: value[:width])
+    low, high = 0, len(values)
+    if name in ("EQ", "GE", "BETWEEN"):
+        low = bisect.bisect_left(values, bounds[0])
+    elif name == "GT":
+        low = bisect.bisect_right(values, bounds[0])
+    if name in ("EQ", "LE", "BETWEEN"):
+        high = bisect.bisect_right(values, bounds[-1])
+    elif name == "LT":
+        high = bisect.bisect_left(values, bounds[-1])
+    return low, max(low, high)
+
+
+def _walk_candidates(
+    table: Any, hash_key: Any, comparison: str | None, range_objs: Any, walk: Walk
+) -> list[Any] | None:
+    """The items of a table query's partition that moto's walk through it can reach before it stops: a
+    superset of what it looks at, in a few items rather than the whole partition; or None to let moto
+    look at every item of the table.
+
+    moto goes through the partition in sort key order (reversed for ScanIndexForward=False), skips what
+    comes up to the exclusive start key, keeps the items that meet the sort key condition, and stops when it
+    reaches an item with ``limit`` items kept (answering a LastEvaluatedKey) or one that would take the page
+    past 1 MB. So it needs: the items meeting the condition from the start of the walk, up to ``limit`` of
+    them; then the next item of the partition, if any; and the rest of the partition only when the page is
+    so large that an item beyond the condition's range could take it past 1 MB."""
+    if hash_key is None:
+        return None
+    partition = table.items.get(hash_key)
+    if partition is None:
+        return []
+    if not table.range_key_attr:
+        return [partition]
+    limit = walk.limit
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        return None
+    kind = table.range_key_type
+    bound_objs = list(range_objs or [])
+    if any(getattr(bound, "type", None) != kind for bound in bound_objs):
+        return None
+    sort_keys = _sort_keys(table, hash_key, partition)
+    values = sort_keys.values
+    found = _condition_range(values, comparison, [_sortable(bound) for bound in bound_objs], kind)
+    if found is None:
+        return None
+    low, high = found
+    start_key = walk.exclusive_start_key
+    if start_key is not None:
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        try:
+            start_hash = DynamoType(start_key[table.hash_key_attr])
+            start_range = DynamoType(start_key[table.range_key_attr])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if start_hash != hash_key or start_range.type != kind:
+            return None
+        # moto skips the items up to the start key, and the start key's own item
+        if walk.forward:
+            low = max(low, bisect.bisect_right(values, _sortable(start_range)))
+        else:
+            high = min(high, bisect.bisect_left(values, _sortable(start_range)))
+    high = max(low, high)
+    if walk.forward:
+        stop = high if limit is None else min(high, low + limit)
+        positions, beyond = range(low, stop), range(stop, len(values))
+    else:
+        stop = low if limit is None else max(low, high - limit)
+        positions, beyond = range(high - 1, stop - 1, -1), range(stop - 1, -1, -1)
+    keys = sort_keys.keys
+    kept = [partition[keys[position]] for position in positions]
+    if limit is not None and len(kept) == limit:
+        beyond = beyond[:1]  # moto stops there, with a LastEvaluatedKey
+    elif not kept or sum(item.size() for item in kept) + _LARGEST_ITEM <= _RESULT_SIZE_LIMIT:
+        beyond = beyond[:0]  # no item beyond the range can take the page past 1 MB: moto only skips them
+    return kept + [partition[keys[position]] for position in beyond]
+
+
 def _backend() -> Any:
     import os
 
@@ -664,6 +863,7 @@ def load_items(table_name: str, items: list[dict[str, Any]]) -> None:
         else:
             table.items[stored.hash_key] = stored
     table.__dict__.pop("_tickwork_indexes", None)  # built by the first query, or by ``build_indexes``
+    table.__dict__.pop("_tickwork_partitions", None)  # each partition's by its first query
 
 
 def build_indexes(table_name: str) -> None:

@@ -639,3 +639,95 @@ def test_updates_answer_as_moto_as_released_answers_them() -> None:
         changed = update_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
     assert len(released) == 2 * len(update_battery.STEPS)
     assert changed == released
+
+
+def test_table_queries_answer_as_moto_as_released_answers_them() -> None:
+    """The same battery of queries, with writes and deletes between its rounds, on moto as released (a
+    fresh interpreter, run meanwhile) and on moto with the local stack's changes: the same Items, Count,
+    ScannedCount and LastEvaluatedKey on every page, the same errors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support import query_battery
+
+    root = Path(__file__).resolve().parents[2]
+    released = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.query_battery"],
+        cwd=root,
+        env={
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    moto_dynamodb.install()
+    with mock_aws():
+        changed = query_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
+    output, _ = released.communicate(timeout=600)
+    assert released.returncode == 0
+    expected = output.splitlines()
+    assert len(expected) > 5_000
+    mismatched = [(mine, theirs) for mine, theirs in zip(changed, expected, strict=False) if mine != theirs]
+    assert not mismatched[:3]
+    assert len(changed) == len(expected)
+
+
+def test_a_table_query_hands_moto_only_the_items_its_walk_reaches(client: Any, monkeypatch: Any) -> None:
+    """A job's latest run, a page of its newest, a page after a cursor: a few items each, not its history."""
+    partition = "acme#job-history"
+    for start in range(0, 3000, 25):
+        client.batch_write_item(
+            RequestItems={
+                TABLE: [
+                    {
+                        "PutRequest": {
+                            "Item": {tables.JOBS_PK: {"S": partition}, tables.JOBS_SK: {"S": f"{n:013d}"}}
+                        }
+                    }
+                    for n in range(start, start + 25)
+                ]
+            }
+        )
+    handed: list[int] = []
+    original = moto_dynamodb._walk_candidates
+
+    def counted(*args: Any) -> Any:
+        candidates = original(*args)
+        handed.append(-1 if candidates is None else len(candidates))
+        return candidates
+
+    monkeypatch.setattr(moto_dynamodb, "_walk_candidates", counted)
+
+    def query(condition: str, values: dict[str, Any], **more: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = client.query(
+            TableName=TABLE,
+            KeyConditionExpression="#pk = :pk AND " + condition,
+            ExpressionAttributeNames={"#pk": tables.JOBS_PK, "#sk": tables.JOBS_SK},
+            ExpressionAttributeValues={":pk": {"S": partition}, **values},
+            **more,
+        )
+        return answer
+
+    latest = query("#sk < :end", {":end": {"S": f"{2500:013d}"}}, ScanIndexForward=False, Limit=1)
+    assert [item[tables.JOBS_SK]["S"] for item in latest["Items"]] == [f"{2499:013d}"]
+    page = query("#sk < :end", {":end": {"S": ":"}}, ScanIndexForward=False, Limit=20)
+    assert len(page["Items"]) == 20 and page["LastEvaluatedKey"][tables.JOBS_SK] == {"S": f"{2980:013d}"}
+    after = query(
+        "#sk < :end",
+        {":end": {"S": ":"}},
+        ScanIndexForward=False,
+        Limit=20,
+        ExclusiveStartKey=page["LastEvaluatedKey"],
+    )
+    assert after["Items"][0][tables.JOBS_SK] == {"S": f"{2979:013d}"}
+    between = query("#sk BETWEEN :a AND :b", {":a": {"S": f"{10:013d}"}, ":b": {"S": f"{12:013d}"}})
+    assert [item[tables.JOBS_SK]["S"] for item in between["Items"]] == [f"{n:013d}" for n in (10, 11, 12)]
+    prefix = query("begins_with(#sk, :p)", {":p": {"S": f"{150:012d}"}}, Limit=4)
+    assert [item[tables.JOBS_SK]["S"] for item in prefix["Items"]] == [f"{n:013d}" for n in range(1500, 1504)]
+    # Each query was handed its page and the next item, never the partition's 3,000
+    assert handed == [2, 21, 21, 3, 5]
