@@ -16,9 +16,11 @@ import pytest
 from tickwork import tables
 from tickwork.adapters.jobs import job_to_item
 from tickwork.domain.models import Attempt, Job, JobSpec, Run, RunStatus, scheduled_run_id
+from tickwork.domain.run_listing import RunFilter
 
 from bench._cost_meter import Meter, Tally
 from tests.integration.conftest import START, Engine
+from tests.support.streams import StreamIndexer
 
 # The worker's part of one successful run of a job whose runs may not overlap (the default): one query of
 # the job with its lane, one of the run items it needs (this run's and the last holder's, neighbours in the
@@ -224,3 +226,103 @@ def test_the_planner_sends_fires_of_different_jobs_ten_to_a_request(engine: Engi
     engine.clock.advance(seconds=5)
     assert engine.drain() == 12
     assert len(jobs) == 12
+
+
+# --- the tenant-wide run index ----------------------------------------------------------------------------
+# Twenty jobs of one tenant fire in the same minute: the indexer writes their summaries as one chunk, in one
+# request, whatever the tenant's size. The chunk (twenty compressed summaries) is under 1 KB: one unit for the
+# twenty runs, and the hour's entry once per process.
+INDEXED_JOBS = 20
+
+
+@pytest.mark.parametrize("jobs", [10, 2000])
+def test_indexing_runs_costs_a_share_of_one_write_whatever_the_tenants_size(
+    engine: Engine, jobs: int
+) -> None:
+    # Given a tenant with many other jobs and twenty jobs at steady state, their past runs indexed
+    seed_jobs(engine, jobs)
+    job_ids = [every_minute(engine) for _ in range(INDEXED_JOBS)]
+    stream = StreamIndexer(engine.dynamodb)
+    for job_id in job_ids:
+        seed_history(engine, job_id, 30)
+    steady(engine, job_ids[0])
+    stream.index(engine.runtime)
+
+    # When the twenty jobs' next fires run and the runs table's stream is indexed
+    engine.clock.advance(minutes=1)
+    engine.tick()
+    assert engine.drain() == INDEXED_JOBS
+    meter = metered(engine)
+    indexed = stream.index(engine.runtime)
+
+    # Then one request wrote one chunk for all of them: a share of one write unit per run
+    assert indexed["records"] == INDEXED_JOBS
+    assert dict(meter.tally.requests) == {"dynamodb.BatchWriteItem": 1}
+    assert meter.tally.total("wru") == 1 and meter.tally.total("index_wru") == 0
+    SEEN[("indexed", jobs)] = _figures(meter.tally)
+    if ("indexed", 10) in SEEN and ("indexed", 2000) in SEEN:
+        assert SEEN[("indexed", 10)] == SEEN[("indexed", 2000)]
+
+
+def seed_tenant_runs(engine: Engine, job_ids: list[str], minutes: int) -> None:
+    """A run of each job every minute for ``minutes`` minutes before START, written as the worker writes."""
+    store = engine.runtime.runs
+    peek = boto3.client("dynamodb", region_name="eu-west-1")
+    items: list[Any] = []
+    for minute in range(minutes):
+        for index, job_id in enumerate(job_ids):
+            fire = START - timedelta(minutes=minute + 1, seconds=index % 60)
+            run = Run(
+                run_id=scheduled_run_id(job_id, fire),
+                job_id=job_id,
+                tenant_id="acme",
+                scheduled_for=fire,
+                status=RunStatus.SUCCEEDED,
+                attempt=1,
+                created_at=fire,
+                lag_ms=3,
+            )
+            items.append({"PutRequest": {"Item": store.run_to_item(run)}})
+    for start in range(0, len(items), 25):
+        peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
+
+
+@pytest.mark.parametrize("jobs", [60, 1200])
+def test_a_page_of_the_tenants_runs_reads_the_same_whatever_its_job_count(engine: Engine, jobs: int) -> None:
+    # Given a tenant whose newest minutes hold the same sixty runs, and older history across ``jobs`` jobs
+    recent = [f"01RECENT{index:018d}" for index in range(60)]
+    older = [f"01OLDER{index:019d}" for index in range(jobs)]
+    seed_tenant_runs(engine, recent, 2)
+    peek = boto3.client("dynamodb", region_name="eu-west-1")
+    stream = StreamIndexer(engine.dynamodb)
+    stream.index(engine.runtime)
+    items = []
+    for index, job_id in enumerate(older):
+        fire = START - timedelta(hours=3, seconds=index)
+        run = Run(
+            run_id=scheduled_run_id(job_id, fire),
+            job_id=job_id,
+            tenant_id="acme",
+            scheduled_for=fire,
+            status=RunStatus.SUCCEEDED,
+            created_at=fire,
+        )
+        items.append({"PutRequest": {"Item": engine.runtime.runs.run_to_item(run)}})
+    for start in range(0, len(items), 25):
+        peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
+    stream.index(engine.runtime)
+
+    # When the first page of 100 runs across the tenant is read
+    meter = metered(engine)
+    page = engine.runtime.service.list_tenant_runs("acme", RunFilter(), limit=100, cursor=None)
+
+    # Then it holds the newest 100 runs, read from a few chunks and one batch of run items, the same
+    # requests and units for either tenant
+    assert len(page.items) == 100 and page.next_cursor is not None
+    assert {run.job_id for run in page.items} <= set(recent)
+    assert meter.tally.requests["dynamodb.BatchGetItem"] == 1
+    assert meter.tally.requests["dynamodb.Query"] <= 4  # the tenant's hours, then its newest hour's chunks
+    assert meter.tally.total("wru") == 0
+    SEEN[("page", jobs)] = _figures(meter.tally)
+    if ("page", 60) in SEEN and ("page", 1200) in SEEN:
+        assert SEEN[("page", 60)] == SEEN[("page", 1200)]

@@ -12,6 +12,7 @@ from typing import Any
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodbstreams.models import dynamodbstreams_backends
 from tickwork import tables
+from tickwork.runtime import Runtime
 
 
 class StreamIndexer:
@@ -36,11 +37,11 @@ class StreamIndexer:
                 self.after = int(record["dynamodb"]["SequenceNumber"])
             iterator = self.backend.shard_iterators[page["NextShardIterator"]]
 
-    def index(self) -> dict[str, int]:
-        """Hand the new records to the indexer handler, as one batch."""
+    def index(self, current: Runtime | None = None) -> dict[str, int]:
+        """Hand the new records to the indexer handler, as one batch (with ``current``'s clients)."""
         from functions.indexer.handler import handle
 
-        return handle({"Records": self.records()})
+        return handle({"Records": self.records()}, current)
 
 
 def _as_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
