@@ -130,6 +130,7 @@ export function Runs() {
           <input
             name="job"
             type="search"
+            class="wide"
             value={draft}
             placeholder="any job: a name or an id"
             spellcheck={false}
