@@ -73,12 +73,12 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 Cursor = Annotated[str | None, Query(min_length=1, max_length=2048)]
 HEALTH_PATH = "/v1/health"
 TENANT_RUNS_DESCRIPTION = (
-    "The tenant's stored runs, newest first by scheduled_for. Fires waiting in the queue that have no run"
-    " item yet are not listed here (a job's own history shows them). When every status asked for is FAILED,"
-    " DEAD or ABANDONED, the list reads a sparse index of those runs. Otherwise it reads each job's history"
-    " (one job with job_id; else every job of the tenant, at most 100, or it answers 400 naming job_id) and"
-    " reads at most about 2,000 runs per page: a page may then hold fewer than limit runs and still have a"
-    " next_cursor. since is inclusive, until exclusive."
+    "The tenant's stored runs, newest first by scheduled_for, for a tenant of any size. Fires waiting in the"
+    " queue that have no run item yet are not listed here (a job's own history shows them). With job_id, the"
+    " job's history; when every status asked for is FAILED, DEAD or ABANDONED, a sparse index of those runs;"
+    " otherwise the tenant's run index, written from the runs' changes a few seconds after them. A page reads"
+    " at most about 2,000 runs: it may then hold fewer than limit runs and still have a next_cursor. since is"
+    " inclusive, until exclusive."
 )
 IF_MATCH = r'^(W/)?"?[0-9]{1,18}"?$'
 
