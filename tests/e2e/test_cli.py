@@ -128,6 +128,7 @@ def test_runs_watch_prints_runs_as_they_change_until_its_bound(
     lines = out.splitlines()  # each run when it is first seen, and again when it has changed
     assert len(lines) == 2
     assert all(f" {job_id}:m:" in line for line in lines)
+    assert all(line.split()[3] == f"job={name}" for line in lines)  # the run's job, by its name
     assert {line.split()[2] for line in lines} <= {"ENQUEUED", "RUNNING", "SUCCEEDED"}
     assert "watching runs scheduled from" in err
 

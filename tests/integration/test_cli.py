@@ -703,6 +703,62 @@ def test_dead_letters_lists_the_dead_runs_and_retries_them(cli: Cli) -> None:
     assert cli("dead-letters", "--retry").err.strip() == "no dead runs to retry"
 
 
+def test_dead_letters_and_watch_name_each_runs_job_with_few_calls(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given dead runs of two jobs
+    cli.create("nightly")
+    cli.create("hourly")
+    nightly = triggered(cli, "nightly", ["DEAD", "DEAD"])
+    hourly = triggered(cli, "hourly", ["DEAD"])
+    named = {nightly[0]: "nightly", nightly[1]: "nightly", hourly[0]: "hourly"}
+    calls = count_job_reads(monkeypatch)
+
+    # When dead-letters lists them
+    listed = cli("dead-letters")
+
+    # Then each row names its run's job, all found with one page of the job list
+    assert listed.code == 0, listed.err
+    header, *rows = listed.out.splitlines()
+    assert header.split()[:3] == ["RUN_ID", "JOB", "SCHEDULED_FOR"]
+    assert {row.split()[0]: row.split()[1] for row in rows} == named
+    assert calls == {"list_jobs": 1}
+    # And -o json is the API's objects, as they were
+    assert "JOB" not in cli("dead-letters", "-o", "json").out
+    # And with --job, the job found by its name is not looked up again
+    calls.clear()
+    only = cli("dead-letters", "--job", "hourly")
+    assert [row.split()[:2] for row in only.out.splitlines()[1:]] == [[hourly[0], "hourly"]]
+    assert calls == {"list_jobs": 1, "get_job": 1}  # the name found in the list, then the job read by id
+
+    # When runs watch follows them, Then each line names the run's job beside its status
+    calls.clear()
+    watched = cli("runs", "watch", "--status", "DEAD", "--since", "1h", "--count", "3", "--interval", "0.1")
+    assert watched.code == 0, watched.err
+    lines = [line.split() for line in watched.out.splitlines()]
+    assert {line[1]: line[3] for line in lines} == {run_id: f"job={name}" for run_id, name in named.items()}
+    assert {line[2] for line in lines} == {"DEAD"}
+    assert calls == {"list_jobs": 1}
+
+
+def count_job_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many times the CLI reads one job (``get_job``) or a page of jobs (``list_jobs``) from now on."""
+    from tickwork_client import Client
+
+    calls: dict[str, int] = {}
+    for name in ("get_job", "list_jobs"):
+        original = getattr(Client, name)
+
+        def counted(
+            self: Client, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any
+        ) -> Any:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Client, name, counted)
+    return calls
+
+
 # --- apply, export ------------------------------------------------------------------------------------------
 SPECS = """\
 name: nightly-report

@@ -378,14 +378,25 @@ def show_jobs(output: Output, jobs: Sequence[Mapping[str, Any]]) -> None:
     output.table(headers, rows, empty="no jobs")
 
 
-def show_runs(output: Output, runs: Sequence[Mapping[str, Any]]) -> None:
-    headers = ["RUN_ID", "SCHEDULED_FOR", "STATUS", "ATTEMPT", "LAG_MS"]
+def show_runs(
+    output: Output, runs: Sequence[Mapping[str, Any]], names: Mapping[str, str | None] | None = None
+) -> None:
+    """Runs as a table; with ``names`` (job names by id), each run's job name beside its id."""
+    headers = [
+        "RUN_ID",
+        *(["JOB"] if names is not None else []),
+        "SCHEDULED_FOR",
+        "STATUS",
+        "ATTEMPT",
+        "LAG_MS",
+    ]
     if output.wide:
         headers += ["TRIGGER", "STARTED_AT", "FINISHED_AT", "ERROR"]
     rows: list[list[Cell]] = []
     for run in runs:
         row: list[Cell] = [
             text(run.get("run_id")),
+            *([text(names.get(str(run.get("job_id"))))] if names is not None else []),
             text(run.get("scheduled_for")),
             status(run.get("status")),
             text(run.get("attempt")),
@@ -497,12 +508,13 @@ def show_run(output: Output, run: Mapping[str, Any]) -> None:
     output.table(headers, rows, empty="none yet")
 
 
-def run_event(run: Mapping[str, Any], seen_at: datetime) -> list[Cell]:
-    """One line of ``runs watch``: when it was seen, and where the run stands."""
+def run_event(run: Mapping[str, Any], seen_at: datetime, job_name: str | None = None) -> list[Cell]:
+    """One line of ``runs watch``: when it was seen, and where the run (of job ``job_name``) stands."""
     return [
         seen_at.strftime("%H:%M:%S"),
         text(run.get("run_id")),
         status(run.get("status")),
+        f"job={text(job_name)}",
         f"attempt={text(run.get('attempt'))}",
         f"scheduled_for={text(run.get('scheduled_for'))}",
         f"lag_ms={text(run.get('lag_ms'))}",

@@ -300,12 +300,16 @@ def watch(
                 status=statuses or None, job_id=job_id, since=start, limit=100
             )
             now = datetime.now(UTC)
+            changed = []
             for run in sorted(page.items, key=lambda item: (item.scheduled_for, item.run_id)):
                 state = (str(run.status), run.attempt)
-                if shown.get(run.run_id) == state:
-                    continue
-                shown[run.run_id] = state
-                print_event(session.output, as_json(run), now)
+                if shown.get(run.run_id) != state:
+                    changed.append(run)
+                    shown[run.run_id] = state
+            # JSON and YAML lines are the API's runs as they are; a line of text names the run's job.
+            names = {} if session.output.machine else session.job_names(run.job_id for run in changed)
+            for run in changed:
+                print_event(session.output, as_json(run), now, names.get(run.job_id))
                 printed += 1
                 if count is not None and printed >= count:
                     return
@@ -316,13 +320,13 @@ def watch(
         return
 
 
-def print_event(output: Output, run: dict[str, Any], seen_at: datetime) -> None:
+def print_event(output: Output, run: dict[str, Any], seen_at: datetime, job_name: str | None = None) -> None:
     if output.format is Format.YAML:
         output.line("---\n" + dump_yaml([run]).rstrip("\n"))
     elif output.machine:
         output.line(json.dumps(run, ensure_ascii=False))
     else:
-        output.event(run_event(run, seen_at))
+        output.event(run_event(run, seen_at, job_name))
 
 
 # --- dead letters -------------------------------------------------------------------------------------------
@@ -363,7 +367,7 @@ def dead_letters(
     if session.output.machine:
         session.output.document({"items": [as_json(run) for run in runs], "next_cursor": next_cursor})
         return
-    show_runs(session.output, [as_json(run) for run in runs])
+    show_runs(session.output, [as_json(run) for run in runs], session.job_names(run.job_id for run in runs))
     if next_cursor:
         session.output.note("more dead runs: add --all, or a larger --limit")
 

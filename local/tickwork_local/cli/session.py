@@ -8,7 +8,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -101,6 +101,8 @@ class Session:
         retries = given.get("retries")
         self.retries: int = DEFAULT_RETRIES if retries is None else retries
         self.output = Output(output or (Format.JSON if given.get("as_json") else Format.TABLE))
+        # Job names by id, of every job this command has read: each job is looked up once.
+        self.names: dict[str, str | None] = {}
 
     def __repr__(self) -> str:
         return f"Session({self.api_url!r})"  # never the token
@@ -125,7 +127,9 @@ class Session:
     # --- jobs by id or by name ------------------------------------------------------------------------------
     def job(self, ref: str) -> JobOut:
         """The job ``ref`` names: an id, else a name."""
-        return self.on_job(ref, self.client.get_job)
+        found = self.on_job(ref, self.client.get_job)
+        self.names[found.job_id] = found.name
+        return found
 
     def on_job(self, ref: str, call: Callable[[str], T]) -> T:
         """``call(job_id)`` for the job ``ref`` names. An argument shaped like a job id (a ULID) is taken as
@@ -163,4 +167,34 @@ class Session:
         return None
 
     def iter_jobs(self, status: str | None = None) -> Iterator[JobOut]:
-        return self.client.iter_jobs(status=status, page_size=100)
+        for job in self.client.iter_jobs(status=status, page_size=100):
+            self.names[job.job_id] = job.name
+            yield job
+
+    def job_names(self, job_ids: Iterable[str]) -> dict[str, str | None]:
+        """The names of the jobs ``job_ids`` (None for a job not found), each job read once per command.
+
+        Several unknown jobs are looked for in the job list, a page of 100 at a time (cancelled jobs after
+        the others), while it has taken fewer pages than there are jobs left to find; whatever is left then
+        is read one job at a time. One unknown job is read by its id."""
+        from tickwork_client import NotFound
+
+        wanted = list(dict.fromkeys(job_ids))
+        missing = [job_id for job_id in wanted if job_id not in self.names]
+        pages = 0
+        for status in (None, "CANCELLED"):
+            cursor: str | None = None
+            while len(missing) > max(1, pages):
+                page = self.client.list_jobs(status=status, limit=100, cursor=cursor)
+                pages += 1
+                self.names.update((job.job_id, job.name) for job in page.items)
+                missing = [job_id for job_id in missing if job_id not in self.names]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        for job_id in missing:
+            try:
+                self.names[job_id] = self.client.get_job(job_id).name
+            except NotFound:
+                self.names[job_id] = None
+        return {job_id: self.names[job_id] for job_id in wanted}
