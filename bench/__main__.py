@@ -29,6 +29,7 @@ SECTIONS = (
     "bench.worker_cpu",
     "bench.simulate",
     "bench.schedule_preview",
+    "bench.run_listing",
 )
 
 HEADER = """# Benchmarks
