@@ -891,3 +891,57 @@ def drop_item(table_name: str, key: dict[str, Any]) -> None:
     backend = _backend()
     table = backend.get_table(table_name)
     table.delete_item(*backend.get_keys_value(table, key))
+
+
+class ItemWalk:
+    """A walk through one table's items, a few at a time (``walk_items``): it reaches every item that was in
+    the table when it started and is still there when reached; an item put meanwhile may be missed."""
+
+    def __init__(self, table_name: str):
+        self.table_name = table_name
+        self.partitions: list[Any] | None = None  # the table's partition keys when the walk started
+        self.index = 0
+        self.keys: list[Any] | None = None  # the current partition's sort keys when the walk reached it
+        self.position = 0
+        self.done = False
+
+
+def walk_items(
+    walk: ItemWalk, count: int, attribute: str
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The next items of the walk, ``count`` looked at at most (without a request: the caller holds the lock
+    that keeps writes out meanwhile): each item's key and its ``attribute``, in wire form (None: absent)."""
+    table = _backend().get_table(walk.table_name)
+    if walk.partitions is None:
+        walk.partitions = list(table.items)
+    hash_name, range_name = table.hash_key_attr, table.range_key_attr
+    found: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+
+    def entry(item: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        key = {hash_name: item.hash_key.to_json()}
+        if range_name:
+            key[range_name] = item.range_key.to_json()
+        value = _attribute(item, attribute)
+        return key, (value.to_json() if value is not None else None)
+
+    looked = 0
+    while looked < count and walk.index < len(walk.partitions):
+        partition = dict.get(table.items, walk.partitions[walk.index])  # no empty partition made
+        if not range_name:
+            walk.index += 1
+            looked += 1
+            if partition is not None:
+                found.append(entry(partition))
+            continue
+        if walk.keys is None:
+            walk.keys = list(partition) if partition else []
+        while walk.position < len(walk.keys) and looked < count:
+            item = partition.get(walk.keys[walk.position]) if partition else None
+            walk.position += 1
+            looked += 1
+            if item is not None:
+                found.append(entry(item))
+        if walk.position >= len(walk.keys):
+            walk.index, walk.keys, walk.position = walk.index + 1, None, 0
+    walk.done = walk.index >= len(walk.partitions)
+    return found
