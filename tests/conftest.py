@@ -25,6 +25,7 @@ from tickwork.runtime import runtime
 from tickwork_local.harness import moto_aws
 
 from tests.support.apigw import ApiGateway, HandlerPool
+from tests.support.streams import indexed_first
 
 TOKENS = {"acme": "tw_token-for-acme", "globex": "tw_token-for-globex"}
 
@@ -71,12 +72,13 @@ def tenants(dynamodb: Any) -> dict[str, Tenant]:
 
 
 @pytest.fixture
-def api(tenants: dict[str, Tenant]) -> ApiGateway:
+def api(dynamodb: Any, tenants: dict[str, Tenant]) -> ApiGateway:
     from functions.api import handler as api_handler
     from functions.authorizer import handler as authorizer_handler
 
     # A pool of handler instances, as the local gateway has: tests may send requests from several threads.
-    return ApiGateway(HandlerPool(api_handler.make_handler), authorizer_handler.lambda_handler)
+    make_handler = indexed_first(api_handler.make_handler, dynamodb)
+    return ApiGateway(HandlerPool(make_handler), authorizer_handler.lambda_handler)
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:

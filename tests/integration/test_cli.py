@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 from tests.conftest import TOKENS
 from tests.integration.test_client import JOB, Reply, Stub, rate_limited
 from tests.support.apigw import set_run_status
+from tests.support.streams import indexed_first
 
 ACME = TOKENS["acme"]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -105,13 +106,14 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def api_url(tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def api_url(dynamodb: Any, tenants: dict[str, Tenant], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     # The API runs in this process: its EMF metrics would print into the CLI's captured output.
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     from functions.api.handler import make_handler
     from functions.authorizer.handler import lambda_handler as authorizer_handler
 
-    server = serve(Gateway(HandlerPool(make_handler), authorizer_handler), "127.0.0.1", 0)
+    pool = HandlerPool(indexed_first(make_handler, dynamodb))
+    server = serve(Gateway(pool, authorizer_handler), "127.0.0.1", 0)
     thread = start_in_thread(server)  # the socket listens already: no wait needed
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

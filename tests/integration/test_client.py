@@ -42,6 +42,7 @@ from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
 from tests.conftest import TOKENS, seed_tenant
 from tests.support.apigw import set_run_status
 from tests.support.engine import FakeClock
+from tests.support.streams import indexed_first
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 INSTANT = "2026-11-22T09:00:00Z"
@@ -402,7 +403,7 @@ def api_url(dynamodb: Any, clock: FakeClock) -> Iterator[str]:
     for tenant_id, token in TOKENS.items():
         seed_tenant(dynamodb, tenant_id, token, api_requests_per_second=MAX_API_REQUESTS_PER_SECOND)
     seed_tenant(dynamodb, "slowco", SLOW, api_requests_per_second=1)
-    pool = HandlerPool(lambda: build_app(clock=clock).resolve)
+    pool = HandlerPool(indexed_first(lambda: build_app(clock=clock).resolve, dynamodb))
     server = serve(Gateway(pool, authorizer_handler), "127.0.0.1", 0)
     thread = start_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}"

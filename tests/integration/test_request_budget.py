@@ -296,7 +296,7 @@ def test_a_page_of_the_tenants_runs_reads_the_same_whatever_its_job_count(engine
     peek = boto3.client("dynamodb", region_name="eu-west-1")
     stream = StreamIndexer(engine.dynamodb)
     stream.index(engine.runtime)
-    items = []
+    items: list[Any] = []
     for index, job_id in enumerate(older):
         fire = START - timedelta(hours=3, seconds=index)
         run = Run(
