@@ -23,6 +23,7 @@ from bench._common import ROOT, machine
 
 SECTIONS = (
     "bench.lag",
+    "bench.history",
     "bench.cost",
     "bench.local_creates",
     "bench.planner_scale",
