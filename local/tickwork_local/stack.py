@@ -652,6 +652,7 @@ class LocalStack:
 
             from functions.api.handler import make_handler as make_api_handler
             from functions.authorizer.handler import lambda_handler as authorizer_handler
+            from tickwork_local.expiry import expiry_loop
             from tickwork_local.gateway import Gateway, HandlerPool, serve, start_in_thread
 
             self.configure_logging()
@@ -678,6 +679,8 @@ class LocalStack:
             self.start_planner()
             self.start_workers()
             self.spawn(self.index_loop, "tickwork-indexer")
+            # Runs and index chunks past their retention are deleted, as DynamoDB's TTL does on AWS.
+            self.spawn(expiry_loop, "tickwork-expiry", self.stop)
             if self.journal is not None:
                 self.spawn(self.compact_loop, "tickwork-compact")
             if not self.quiet:
