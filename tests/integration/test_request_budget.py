@@ -8,7 +8,7 @@ which charges every item a query evaluates and every index entry a write touches
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -48,9 +48,7 @@ def every_minute(engine: Engine, tenant: str = "acme") -> str:
 
 def seed_history(engine: Engine, job_id: str, runs: int) -> None:
     """``runs`` past SUCCEEDED runs of the job, as the worker leaves them, written straight to the table."""
-    store = engine.runtime.runs
-    peek = boto3.client("dynamodb", region_name="eu-west-1")
-    items: list[Any] = []
+    written: list[Run] = []
     for index in range(runs):
         fire = START - timedelta(minutes=index + 1)
         attempt = Attempt(
@@ -70,7 +68,14 @@ def seed_history(engine: Engine, job_id: str, runs: int) -> None:
             attempts=[attempt],
             fencing_token=index + 1,
         )
-        items.append({"PutRequest": {"Item": store.run_to_item(run)}})
+        written.append(run)
+    write_runs(engine, written)
+
+
+def write_runs(engine: Engine, runs: list[Run]) -> None:
+    """Runs as the worker leaves them, written straight to the table in batches."""
+    peek = boto3.client("dynamodb", region_name="eu-west-1")
+    items: list[Any] = [{"PutRequest": {"Item": engine.runtime.runs.run_to_item(run)}} for run in runs]
     for start in range(0, len(items), 25):
         peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
 
@@ -266,25 +271,27 @@ def test_indexing_runs_costs_a_share_of_one_write_whatever_the_tenants_size(
 
 def seed_tenant_runs(engine: Engine, job_ids: list[str], minutes: int) -> None:
     """A run of each job every minute for ``minutes`` minutes before START, written as the worker writes."""
-    store = engine.runtime.runs
-    peek = boto3.client("dynamodb", region_name="eu-west-1")
-    items: list[Any] = []
-    for minute in range(minutes):
-        for index, job_id in enumerate(job_ids):
-            fire = START - timedelta(minutes=minute + 1, seconds=index % 60)
-            run = Run(
-                run_id=scheduled_run_id(job_id, fire),
-                job_id=job_id,
-                tenant_id="acme",
-                scheduled_for=fire,
-                status=RunStatus.SUCCEEDED,
-                attempt=1,
-                created_at=fire,
-                lag_ms=3,
-            )
-            items.append({"PutRequest": {"Item": store.run_to_item(run)}})
-    for start in range(0, len(items), 25):
-        peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
+    write_runs(
+        engine,
+        [
+            finished_run(job_id, START - timedelta(minutes=minute + 1, seconds=index % 60))
+            for minute in range(minutes)
+            for index, job_id in enumerate(job_ids)
+        ],
+    )
+
+
+def finished_run(job_id: str, fire: datetime) -> Run:
+    return Run(
+        run_id=scheduled_run_id(job_id, fire),
+        job_id=job_id,
+        tenant_id="acme",
+        scheduled_for=fire,
+        status=RunStatus.SUCCEEDED,
+        attempt=1,
+        created_at=fire,
+        lag_ms=3,
+    )
 
 
 @pytest.mark.parametrize("jobs", [60, 1200])
@@ -293,23 +300,12 @@ def test_a_page_of_the_tenants_runs_reads_the_same_whatever_its_job_count(engine
     recent = [f"01RECENT{index:018d}" for index in range(60)]
     older = [f"01OLDER{index:019d}" for index in range(jobs)]
     seed_tenant_runs(engine, recent, 2)
-    peek = boto3.client("dynamodb", region_name="eu-west-1")
     stream = StreamIndexer(engine.dynamodb)
     stream.index(engine.runtime)
-    items: list[Any] = []
-    for index, job_id in enumerate(older):
-        fire = START - timedelta(hours=3, seconds=index)
-        run = Run(
-            run_id=scheduled_run_id(job_id, fire),
-            job_id=job_id,
-            tenant_id="acme",
-            scheduled_for=fire,
-            status=RunStatus.SUCCEEDED,
-            created_at=fire,
-        )
-        items.append({"PutRequest": {"Item": engine.runtime.runs.run_to_item(run)}})
-    for start in range(0, len(items), 25):
-        peek.batch_write_item(RequestItems={tables.RUNS.default_name: items[start : start + 25]})
+    write_runs(
+        engine,
+        [finished_run(job_id, START - timedelta(hours=3, seconds=i)) for i, job_id in enumerate(older)],
+    )
     stream.index(engine.runtime)
 
     # When the first page of 100 runs across the tenant is read

@@ -129,55 +129,48 @@ class DynamoRunIndex:
             yield from self._hour_chunks(tenant_id, hour, bound)
 
     def _hours(self, tenant_id: str, top: int | None, bottom: int | None) -> Iterator[int]:
-        condition = "#pk = :pk"
-        names = {"#pk": tables.INDEX_PK}
-        values: dict[str, Any] = {":pk": tables.index_hours_key(tenant_id)}
+        sort_range = None
         if top is not None or bottom is not None:
-            condition += " AND #sk BETWEEN :low AND :high"
-            names["#sk"] = tables.INDEX_SK
-            values[":low"] = tables.index_hour_sort_key(bottom if bottom is not None else 0)
-            values[":high"] = tables.index_hour_sort_key(top if top is not None else 10**10 - 1)
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": to_item(values),
-            "ScanIndexForward": False,
-            "Limit": HOURS_PER_QUERY,
-        }
-        while True:
-            response = self.client.query(**request)
-            for item in response["Items"]:
-                yield int(item[tables.INDEX_SK]["S"])
-            if "LastEvaluatedKey" not in response:
-                return
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+            low = tables.index_hour_sort_key(bottom if bottom is not None else 0)
+            high = tables.index_hour_sort_key(top if top is not None else 10**10 - 1)
+            sort_range = ("#sk BETWEEN :low AND :high", {":low": low, ":high": high})
+        for item in self._newest_first(
+            tables.index_hours_key(tenant_id), sort_range, HOURS_PER_QUERY, grow=1
+        ):
+            yield int(item[tables.INDEX_SK]["S"])
 
     def _hour_chunks(self, tenant_id: str, hour: int, below: str | None) -> Iterator[IndexChunk]:
-        values: dict[str, Any] = {":pk": tables.index_partition(tenant_id, hour)}
-        condition = "#pk = :pk"
-        names = {"#pk": tables.INDEX_PK}
-        if below is not None:
-            condition += " AND #sk < :below"
+        sort_range = ("#sk < :below", {":below": below}) if below is not None else None
+        partition = tables.index_partition(tenant_id, hour)
+        for item in self._newest_first(partition, sort_range, FIRST_QUERY_CHUNKS, grow=4):
+            chunk_id = item[tables.INDEX_SK]["S"].partition("#")[2]
+            yield IndexChunk(tenant_id, chunk_id, decode_entries(item[tables.INDEX_ENTRIES]["B"]))
+
+    def _newest_first(
+        self, partition: str, sort_range: tuple[str, dict[str, str]] | None, limit: int, *, grow: int
+    ) -> Iterator[dict[str, Any]]:
+        """A partition's items newest first, within ``sort_range`` (a condition on ``#sk`` and its values),
+        a query at a time as they are asked for: each query ``grow`` times as many items as the one before."""
+        condition, names, values = "#pk = :pk", {"#pk": tables.INDEX_PK}, {":pk": partition}
+        if sort_range is not None:
+            condition += f" AND {sort_range[0]}"
             names["#sk"] = tables.INDEX_SK
-            values[":below"] = below
+            values.update(sort_range[1])
         request: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": condition,
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": to_item(values),
             "ScanIndexForward": False,
-            "Limit": FIRST_QUERY_CHUNKS,
+            "Limit": limit,
         }
         while True:
             response = self.client.query(**request)
-            for item in response["Items"]:
-                chunk_id = item[tables.INDEX_SK]["S"].partition("#")[2]
-                yield IndexChunk(tenant_id, chunk_id, decode_entries(item[tables.INDEX_ENTRIES]["B"]))
+            yield from response["Items"]
             if "LastEvaluatedKey" not in response:
                 return
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-            request["Limit"] = min(MAX_QUERY_CHUNKS, request["Limit"] * 4)
+            request["Limit"] = min(MAX_QUERY_CHUNKS, request["Limit"] * grow)
 
 
 __all__ = ["DynamoRunIndex", "decode_entries", "encode_entries", "entry_from_image"]
