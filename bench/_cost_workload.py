@@ -26,6 +26,14 @@ For one shape (a period, a number of jobs of that period, the history each job c
   in a few minutes), every metered run SUCCEEDED at its first attempt; the cycle's later messages are
   received and deleted without a worker, unmetered. A run's cost is then the worker's per metered run plus
   the planner's per planned run;
+- the runs table's stream records (moto's stream of the table, one record per write) go to the indexer
+  Lambda's handler in batches as its event source mapping makes them: the records of a batching window
+  (``Shape.index_window_s``, 2 s as deployed: from the first record, up to 1,000 records) in one invocation,
+  or, with a window of 0, the records of each moment's writes in an invocation of their own (a lone job's
+  worst case). The indexer runs from the first run on, so the tenant's hour is listed before the window,
+  and is metered over the batches of the worker's metered runs: its requests and chunk writes, its own CPU,
+  its log bytes, and each chunk item's size. After the window, a first page of the tenant-wide run list
+  (``GET /v1/runs``, 100 runs) is read through the service, metered;
 
 Measured per invocation, outside AWS calls: the worker's and the planner's own CPU (tickwork, pydantic,
 Powertools, the webhook's HTTP client; botocore and moto are left out, as in ``bench.worker_cpu``), the time
@@ -75,6 +83,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEPLOYED = StageConfig()
 VISIBILITY_TIMEOUT = DEPLOYED.worker_timeout_seconds * 6  # the run queue's (infra/storage.py)
 PAYLOAD = {"report": "daily", "format": "csv"}
+INDEX_WINDOW_S = 2.0
+"""The indexer's event source mapping (``infra/indexer.py``): its batching window and batch size."""
+INDEX_BATCH = 1000
+INDEXER_MEMORY_MB = 256
+"""The indexer function's memory (``infra/stack.py``)."""
+PAGE = 100
+"""The runs of the first page of the tenant-wide run list read after the window."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,9 @@ class Shape:
     """The worker is metered over this many seconds from the start of its window (a multiple of 60 s, so the
     tenant cache's minute is whole); the rest of the cycle's messages are received and deleted unmetered,
     without a worker. The planner is metered over the whole cycle."""
+    index_window_s: float = INDEX_WINDOW_S
+    """The indexer's batching window: the stream records written within it from the batch's first go to one
+    invocation (up to ``INDEX_BATCH``); 0: each moment's writes to an invocation of their own."""
 
     @property
     def name(self) -> str:
@@ -270,14 +288,36 @@ class Workload:
     deletes: int = 0
     skipped: int = 0
     """Messages of the cycle past the worker's metered seconds, received and deleted without a worker."""
+    indexer: Invocations = field(default_factory=Invocations)
+    """The indexer's metered invocations: those of the batches of the worker's metered runs."""
+    index_records: int = 0
+    """Stream records in the metered batches."""
+    chunks: list[tuple[int, int, int]] = field(default_factory=list)
+    """(summaries, item bytes, compressed bytes) of each chunk item the metered batches wrote."""
+    hour_items: list[int] = field(default_factory=list)
+    """Bytes of each hour item written (metered or not)."""
+    page: dict[str, Any] = field(default_factory=dict)
+    _stream_read: int = 0
+    _pending: list[dict[str, Any]] = field(default_factory=list)
+    _opened: datetime | None = None
+    _written: list[dict[str, Any]] = field(default_factory=list)
 
     def seed(self) -> None:
         """Each job's history, straight into the runs table: one SUCCEEDED run per past fire."""
         from tickwork import tables
-        from tickwork.domain.models import Attempt, Run, RunStatus, scheduled_run_id
 
         store = self.runtime.runs
         table = moto_table(tables.RUNS.default_name)
+        # The history is older than the index's window: no stream records for it (moto builds one per put).
+        shard, table.stream_shard = table.stream_shard, None
+        try:
+            self._seed_runs(table, store)
+        finally:
+            table.stream_shard = shard
+
+    def _seed_runs(self, table: Any, store: Any) -> None:
+        from tickwork.domain.models import Attempt, Run, RunStatus, scheduled_run_id
+
         for job_id in self.job_ids:
             for index in range(1, self.shape.history + 1):
                 fire = START - timedelta(seconds=index * self.shape.period)
@@ -338,16 +378,27 @@ class Workload:
 
     def run(self) -> None:
         import tickwork.runtime
+        from tickwork.adapters.run_index import DynamoRunIndex
 
+        from functions.indexer import handler as indexer_handler
         from functions.planner import handler as planner_handler
         from functions.worker import handler as worker_handler
 
         worker_runtime = _WorkerRuntime(self.runtime, self.clock)
+        write_batch = DynamoRunIndex._write_batch
+        written = self._written
+
+        def noted(index: Any, items: list[dict[str, Any]]) -> None:
+            written.extend(items)
+            write_batch(index, items)
+
         with (
             mock.patch.object(worker_handler, "runtime", return_value=worker_runtime),
             mock.patch.object(planner_handler, "runtime", return_value=self.runtime),
+            mock.patch.object(indexer_handler, "runtime", return_value=self.runtime),
             mock.patch.object(planner_handler, "datetime", _fake_datetime(self.clock)),
             mock.patch.object(tickwork.runtime, "time", _FakeMonotonic(self.clock)),
+            mock.patch.object(DynamoRunIndex, "_write_batch", noted),
         ):
             # Ticks at :00.5 of every minute up to the window's end (its last fires are planned by then);
             # drains whenever a message becomes visible, until the worker's window ends.
@@ -356,6 +407,7 @@ class Workload:
             while True:
                 now = self.clock()
                 self._drain(now, worker_handler.lambda_handler, measured=now >= WORKER_START)
+                self._feed_index(now, indexer_handler.lambda_handler)
                 arrival = self._next_arrival(now)
                 events = [at for at in (arrival, tick_at if tick_at < WINDOW_END else None) if at is not None]
                 if not events or min(events) >= DRAIN_END:
@@ -363,7 +415,106 @@ class Workload:
                 self.clock.now = max(now, min(events))
                 if tick_at < WINDOW_END and self.clock() >= tick_at:
                     self._tick(self.clock(), planner_handler.lambda_handler, measured=tick_at >= WINDOW_START)
+                    self._feed_index(self.clock(), indexer_handler.lambda_handler)
                     tick_at += timedelta(minutes=1)
+            if self._pending:
+                self._index(indexer_handler.lambda_handler)
+            self._read_page()
+
+    # --- the indexer ----------------------------------------------------------------------------------------
+    def _in_worker_window(self, at: datetime) -> bool:
+        return WORKER_START <= at < WORKER_START + timedelta(seconds=self.shape.worker_seconds)
+
+    def _new_records(self) -> list[dict[str, Any]]:
+        """The runs table's stream records written since the last call, as a Lambda stream event has them."""
+        from tickwork import tables
+
+        table = moto_table(tables.RUNS.default_name)
+        shard = table.stream_shard
+        fresh = shard.items[self._stream_read :]
+        self._stream_read = len(shard.items)
+        arn = f"{table.table_arn}/stream/{table.latest_stream_label}"
+        records = []
+        for item in fresh:
+            record = item.to_json()
+            change = dict(record["dynamodb"])
+            created = change.get("ApproximateCreationDateTime")
+            if isinstance(created, datetime):
+                change["ApproximateCreationDateTime"] = created.timestamp()
+            records.append({**record, "dynamodb": change, "eventSourceARN": arn})
+        return records
+
+    def _feed_index(self, now: datetime, handler: Any) -> None:
+        """The records written by ``now`` into the mapping's batches: a batch goes to the indexer when its
+        window has passed since its first record, or when it holds ``INDEX_BATCH`` records; a batch never
+        spans the start of the worker's metered window."""
+        window = timedelta(seconds=self.shape.index_window_s)
+        opened = self._opened
+        if self._pending and opened is not None:
+            crossed = opened < WORKER_START <= now
+            if now >= opened + window or crossed:
+                self._index(handler)
+        fresh = self._new_records()
+        if fresh and not self._pending:
+            self._opened = now
+        self._pending.extend(fresh)
+        while len(self._pending) >= INDEX_BATCH:
+            self._index(handler, INDEX_BATCH)
+        if self._pending and not window:
+            self._index(handler)
+
+    def _index(self, handler: Any, count: int | None = None) -> None:
+        """One invocation of the indexer Lambda's handler with the first ``count`` pending records (all of
+        them by default), metered if they were written in the worker's metered window."""
+        from tickwork import tables
+        from tickwork.adapters.dynamo import to_item
+        from tickwork.adapters.run_index import decode_entries
+
+        from bench._cost_meter import item_size
+
+        batch, self._pending = self._pending[:count], self._pending[len(self._pending[:count]) :]
+        opened = self._opened
+        if not self._pending:
+            self._opened = None
+        measured = opened is not None and self._in_worker_window(opened)
+        before = self.meter.tally.snapshot()
+        self._written.clear()
+        started = self.aws.own_thread_time()
+        with captured_output() as output:
+            handler(
+                {"Records": batch},
+                _Context("indexer", INDEXER_MEMORY_MB, 60),
+            )
+        own = self.aws.own_thread_time() - started
+        for item in self._written:
+            if tables.INDEX_ENTRIES not in item:
+                self.hour_items.append(item_size(to_item(item)))
+            elif measured:
+                data = item[tables.INDEX_ENTRIES]
+                self.chunks.append((len(decode_entries(data)), item_size(to_item(item)), len(data)))
+        if not measured:
+            return
+        size, lines = _lines(output.getvalue())
+        self.indexer.count += 1
+        self.indexer.own_cpu_s += own
+        self.indexer.log_bytes += size
+        self.indexer.log_lines += lines
+        add_tally(self.indexer.tally, self.meter.tally.minus(before))
+        self.index_records += len(batch)
+
+    def _read_page(self) -> None:
+        """A first page of the tenant-wide run list (every job, any status), as ``GET /v1/runs`` reads it."""
+        from tickwork.domain.run_listing import RunFilter
+
+        before = self.meter.tally.snapshot()
+        started = self.aws.own_thread_time()
+        page = self.runtime.service.list_tenant_runs(self._tenant, RunFilter(), limit=PAGE, cursor=None)
+        own = self.aws.own_thread_time() - started
+        self.page = {
+            "runs": len(page.items),
+            "own_cpu_s": round(own, 6),
+            **tally_dict(self.meter.tally.minus(before)),
+        }
 
     def _next_arrival(self, now: datetime) -> datetime | None:
         """When the next delayed message of the run queue becomes visible (moto's own ``delayed_until``), a
@@ -541,6 +692,16 @@ class Workload:
                 "sqs.ReceiveMessage": self.worker.count,
                 "sqs.DeleteMessageBatch": self.deletes,
             },
+            "indexer": {
+                **self.indexer.as_dict(),
+                "records": self.index_records,
+                "window_s": self.shape.index_window_s,
+                "chunk_entries": [entries for entries, _, _ in self.chunks],
+                "chunk_item_bytes": [size for _, size, _ in self.chunks],
+                "chunk_compressed_bytes": [data for _, _, data in self.chunks],
+                "hour_item_bytes": max(self.hour_items, default=0),
+            },
+            "page": self.page,
             "invocations_per_second": {
                 str(k): v for k, v in sorted(Counter(self.per_second.values()).items())
             },
