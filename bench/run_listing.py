@@ -300,9 +300,12 @@ class Query:
     name: str
     params: dict[str, Any]
     expected: Callable[[Seeded], bool]
+    only: Any  # the service's RunFilter
 
 
 def queries(planned: list[Seeded], newest: datetime) -> list[Query]:
+    from tickwork.domain.models import RunStatus
+    from tickwork.domain.run_listing import RunFilter
     from tickwork.domain.timeutil import to_epoch_ms
 
     job_id = Counter(seeded.job_id for seeded in planned).most_common(1)[0][0]
@@ -310,19 +313,41 @@ def queries(planned: list[Seeded], newest: datetime) -> list[Query]:
     since = until - timedelta(hours=1)
     since_ms, until_ms = to_epoch_ms(since), to_epoch_ms(until)
     return [
-        Query("unfiltered", {}, lambda run: True),
-        Query("status=SUCCEEDED", {"status": "SUCCEEDED"}, lambda run: run.status == "SUCCEEDED"),
-        Query("status=DEAD (failure index)", {"status": "DEAD"}, lambda run: run.status == "DEAD"),
+        Query("unfiltered", {}, lambda run: True, RunFilter()),
         Query(
-            "status=RUNNING (rare: on a budget)", {"status": "RUNNING"}, lambda run: run.status == "RUNNING"
+            "status=SUCCEEDED",
+            {"status": "SUCCEEDED"},
+            lambda run: run.status == "SUCCEEDED",
+            _statuses(RunStatus.SUCCEEDED),
         ),
-        Query("job_id=one job", {"job_id": job_id}, lambda run: run.job_id == job_id),
+        Query(
+            "status=DEAD (failure index)",
+            {"status": "DEAD"},
+            lambda run: run.status == "DEAD",
+            _statuses(RunStatus.DEAD),
+        ),
+        Query(
+            "status=RUNNING (rare: on a budget)",
+            {"status": "RUNNING"},
+            lambda run: run.status == "RUNNING",
+            _statuses(RunStatus.RUNNING),
+        ),
+        Query(
+            "job_id=one job", {"job_id": job_id}, lambda run: run.job_id == job_id, RunFilter(job_id=job_id)
+        ),
         Query(
             "since/until: one hour a day back",
             {"since": _rfc3339(since), "until": _rfc3339(until)},
             lambda run: since_ms <= run.scheduled_ms < until_ms,
+            RunFilter(since=since, until=until),
         ),
     ]
+
+
+def _statuses(*statuses: Any) -> Any:
+    from tickwork.domain.run_listing import RunFilter
+
+    return RunFilter(statuses=frozenset(statuses))
 
 
 def _rfc3339(when: datetime) -> str:
@@ -398,9 +423,7 @@ class Figures:
     running_walk: tuple[int, int, float]  # pages, runs found, seconds
     problems: list[str]
     cli_lines: list[str]
-    service_ms: float
-    aws_calls: Counter[str]
-    profile_rows: list[tuple[str, str, str]]
+    profiles: list[Profiled]
 
 
 def time_queries(
@@ -445,6 +468,7 @@ def time_queries(
                 raise RuntimeError(f"GET /v1/stats answered {status}: {body}")
             samples.append(elapsed)
         stats.samples.append(samples)
+        stats_expected = expected_in_last_hour(planned)
         latest = median(first["unfiltered"].samples[-1])
         log(f"trial {trial + 1}: unfiltered first page median {latest:.0f} ms")
     return {
@@ -454,6 +478,7 @@ def time_queries(
         "next_pages": following,
         "stats": stats,
         "stats_body": body,
+        "stats_expected": stats_expected,
     }
 
 
@@ -523,21 +548,26 @@ def check_cli(api: Api, newest: datetime, problems: list[str]) -> list[str]:
     return lines
 
 
-def profile_service() -> tuple[float, Counter[str], list[tuple[str, str, str]]]:
-    """The unfiltered first page through the service in this thread, without HTTP: its median wall time over
-    5 calls, the DynamoDB calls of one, and a cProfile of one."""
-    from tickwork.domain.run_listing import RunFilter
+@dataclass
+class Profiled:
+    name: str
+    ms: float  # median wall time of the unprofiled calls
+    calls: Counter[str]  # DynamoDB calls of one
+    rows: list[tuple[str, str, str]]
+
+
+def profile_call(name: str, call: Callable[[], Any], repeats: int) -> Profiled:
+    """One request's service call in this thread, without HTTP or the gateway: its median wall time over
+    ``repeats`` calls, the DynamoDB calls of one, and a cProfile of one."""
     from tickwork.runtime import runtime
 
-    current = runtime()
-    service = current.service
     durations = []
-    for _ in range(5):
+    for _ in range(repeats):
         started = time.perf_counter()
-        service.list_tenant_runs(TENANT, RunFilter(), limit=PAGE, cursor=None)
+        call()
         durations.append((time.perf_counter() - started) * 1000)
     calls: Counter[str] = Counter()
-    client: Any = current.dynamodb
+    client: Any = runtime().dynamodb
     original = client._make_api_call
 
     def counted(operation: str, params: dict[str, Any]) -> Any:
@@ -548,11 +578,30 @@ def profile_service() -> tuple[float, Counter[str], list[tuple[str, str, str]]]:
     profile = cProfile.Profile()
     try:
         profile.enable()
-        service.list_tenant_runs(TENANT, RunFilter(), limit=PAGE, cursor=None)
+        call()
         profile.disable()
     finally:
         del client._make_api_call
-    return median(durations), calls, top_functions(profile, 12)
+    return Profiled(name, median(durations), calls, top_functions(profile, 10))
+
+
+def profile_requests(found: list[Query], first_pages: dict[str, Timing], stats: Timing) -> list[Profiled]:
+    """The unfiltered first page, and each request whose median over HTTP is over the goal."""
+    from tickwork.runtime import runtime
+
+    service = runtime().service
+    profiled = []
+    for query in found:
+        slow = median(first_pages[query.name].all) > GOAL_MS
+        if query.name == "unfiltered" or slow:
+
+            def page(only: Any = query.only) -> Any:
+                return service.list_tenant_runs(TENANT, only, limit=PAGE, cursor=None)
+
+            profiled.append(profile_call(f"the first page, {query.name},", page, 1 if slow else 5))
+    if median(stats.all) > GOAL_MS:
+        profiled.append(profile_call("GET /v1/stats", lambda: service.stats(TENANT, datetime.now(UTC)), 1))
+    return profiled
 
 
 # --- the whole run ----------------------------------------------------------------------------------------
@@ -576,12 +625,11 @@ def run(
         timed = time_queries(api, planned, newest, trials, repeats)
         problems: list[str] = timed["problems"]
         running_walk = walk_running(api, planned, problems)
-        stats_expected = expected_in_last_hour(planned)
         stats_body = timed["stats_body"]
         if sum(stats_body["runs"].values()) != stats_body["sampled_runs"]:
             problems.append("GET /v1/stats: runs by status do not add up to the runs sampled")
         cli_lines = check_cli(api, newest, problems)
-        service_ms, calls, rows = profile_service()
+        profiles = profile_requests(queries(planned, newest), timed["first_pages"], timed["stats"])
     return Figures(
         jobs=jobs,
         runs=runs,
@@ -598,13 +646,11 @@ def run(
         next_pages=timed["next_pages"],
         stats=timed["stats"],
         stats_body=stats_body,
-        stats_expected=stats_expected,
+        stats_expected=timed["stats_expected"],
         running_walk=running_walk,
         problems=problems,
         cli_lines=cli_lines,
-        service_ms=service_ms,
-        aws_calls=calls,
-        profile_rows=rows,
+        profiles=profiles,
     )
 
 
@@ -633,7 +679,6 @@ def markdown(figures: Figures, command: str = COMMAND) -> str:
     checks = "All passed." if not figures.problems else "**Failed**: " + "; ".join(figures.problems) + "."
     creates = figures.jobs / max(figures.create_seconds, 1e-9)
     writes = figures.runs / max(figures.write_seconds, 1e-9)
-    calls = ", ".join(f"{name} {count}" for name, count in sorted(figures.aws_calls.items()))
     setup = (
         "The local stack in process (moto in process, the planner ticking every second, 4 worker pollers,"
         " the runs table's change feed and the indexer loop), its API on loopback HTTP. One tenant:"
@@ -670,11 +715,6 @@ def markdown(figures: Figures, command: str = COMMAND) -> str:
         + "; ".join(figures.cli_lines)
         + ". The console's All runs page and its health page read the same two routes."
     )
-    profiled = (
-        "Where the unfiltered first page's time goes: the service call alone in this process (no HTTP, no"
-        f" gateway), {figures.service_ms:.0f} ms median; its DynamoDB calls: {calls}. cProfile of one call,"
-        " the functions with the most own time (moto runs in process, so its work is here too):"
-    )
     return "\n".join(
         [
             f"## Run listing at {figures.jobs:,} jobs and {figures.runs:,} runs",
@@ -690,13 +730,27 @@ def markdown(figures: Figures, command: str = COMMAND) -> str:
             "",
             *(
                 line
-                for paragraph in (goal, checked, cli, profiled)
+                for paragraph in (goal, checked, cli)
                 for line in (*textwrap.wrap(paragraph, WIDTH, break_on_hyphens=False), "")
             ),
-            table(("function", "own ms", "cumulative ms"), figures.profile_rows),
-            "",
+            *(line for profiled in figures.profiles for line in _profile_lines(profiled)),
         ]
     )
+
+
+def _profile_lines(profiled: Profiled) -> list[str]:
+    calls = ", ".join(f"{name} {count:,}" for name, count in sorted(profiled.calls.items()))
+    text = (
+        f"Where the time of {profiled.name} goes: its service call alone in this process (no HTTP, no"
+        f" gateway) took {profiled.ms:,.0f} ms; its DynamoDB calls: {calls}. cProfile of one call, the"
+        " functions with the most own time (moto runs in process, so its work is here too):"
+    )
+    return [
+        *textwrap.wrap(text, WIDTH, break_on_hyphens=False),
+        "",
+        table(("function", "own ms", "cumulative ms"), profiled.rows),
+        "",
+    ]
 
 
 def section() -> str:

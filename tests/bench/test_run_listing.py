@@ -21,11 +21,14 @@ def test_a_small_tenant_gives_every_figure_and_passes_every_check() -> None:
     assert figures.first_counts["job_id=one job"] > 0
     assert figures.running_walk[2] > 0
     assert len(figures.cli_lines) == 3
-    assert figures.aws_calls["BatchGetItem"] == 1
-    assert figures.profile_rows
+    unfiltered = figures.profiles[0]
+    assert unfiltered.name == "the first page, unfiltered,"
+    assert unfiltered.calls["BatchGetItem"] == 1
+    assert unfiltered.rows
 
     text = markdown(figures)
     assert text.startswith("## Run listing at 50 jobs and 800 runs\n")
     assert "`python -m bench --only run_listing`" in text
     assert "| first page, unfiltered | 100 |" in text
     assert "All passed." in text
+    assert "Where the time of the first page, unfiltered, goes" in text
