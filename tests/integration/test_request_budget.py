@@ -322,3 +322,27 @@ def test_a_page_of_the_tenants_runs_reads_the_same_whatever_its_job_count(engine
     SEEN[("page", jobs)] = _figures(meter.tally)
     if ("page", 60) in SEEN and ("page", 1200) in SEEN:
         assert SEEN[("page", 60)] == SEEN[("page", 1200)]
+
+
+@pytest.mark.parametrize("jobs", [10, 2000])
+def test_stats_read_the_same_requests_whatever_the_tenants_job_count(engine: Engine, jobs: int) -> None:
+    # Given a tenant with sixty runs in the last hour, indexed, and ``jobs`` other jobs
+    seed_jobs(engine, jobs)
+    seed_tenant_runs(engine, [f"01RECENT{index:018d}" for index in range(60)], 1)
+    StreamIndexer(engine.dynamodb).index(engine.runtime)
+
+    # When its stats are read
+    counting = metered(engine)
+    engine.runtime.jobs.count_by_status("acme")
+    job_counts = counting.tally.requests["dynamodb.Query"]
+    meter = metered(engine)
+    stats = engine.runtime.service.stats("acme", START)
+
+    # Then the runs come from the index, and no job is read one by one: besides the job counts (the
+    # jobs-by-tenant index's small entries, a page a megabyte), a few queries of the run index
+    assert stats.sampled_runs == 60 and stats.runs["SUCCEEDED"] == 60
+    assert stats.jobs["ACTIVE"] == jobs
+    assert set(meter.tally.requests) == {"dynamodb.Query"}
+    SEEN[("stats", jobs)] = meter.tally.requests["dynamodb.Query"] - job_counts
+    if ("stats", 10) in SEEN and ("stats", 2000) in SEEN:
+        assert SEEN[("stats", 10)] == SEEN[("stats", 2000)]
