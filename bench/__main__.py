@@ -23,8 +23,8 @@ from bench._common import ROOT, machine
 
 SECTIONS = (
     "bench.lag",
-    "bench.history",
     "bench.cost",
+    "bench.history",
     "bench.local_creates",
     "bench.planner_scale",
     "bench.worker_cpu",
