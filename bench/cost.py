@@ -15,6 +15,12 @@ A planner tick's base (its invocation, base duration, the index queries of every
 log lines) is paid every minute per planner group whatever the load: it is a fixed cost per month, measured
 on the ticks that plan nothing, and a run is charged only the planner's marginal work for it (the planning
 tick less one base tick). The all-in figure with whole ticks charged to the runs they plan is shown too.
+
+The tenant-wide run list costs every run its share of the indexer (the runs table's stream into the run
+index): the workload runs the indexer Lambda's handler on the stream's records, batched as its event source
+mapping batches them, and meters its chunk writes, CPU and log bytes. Stream reads by a Lambda trigger are
+free. A fleet's invocations per run are a model (a deployment of ten or more runs a second, one stream
+shard, the 2 s window); a lone job's are measured with one invocation per run's writes, its worst case.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import Any
 
 from bench._common import ROOT, read_blocks, write_blocks
 from bench._cost_before import BEFORE, BEFORE_TRACED, BEFORE_WAIT_S, QUOTED
+from bench._cost_meter import write_units
+from bench._cost_workload import INDEX_BATCH, INDEX_WINDOW_S, INDEXER_MEMORY_MB, PAGE
 from infra.config import StageConfig
 
 COMMAND = "python -m bench.cost"
@@ -62,6 +70,8 @@ CHECK_HISTORY_RUNS = 600
 MAX_METERED_RUNS = 300
 """A shape whose cycle holds more runs has its worker metered over the cycle's first minute only (see
 ``bench._cost_workload.Shape.worker_seconds``), so the whole benchmark runs in a few minutes."""
+DEPLOYMENT_RUNS_PER_S = 10
+"""A fleet's deployment runs this many runs a second or more (design.md): what fills the indexer's batches."""
 CREATE_SHARE_DAYS = 30
 """A recurring job's create call is shared by its runs over this many days."""
 TICKS_PER_MONTH = 30 * 1440
@@ -99,6 +109,8 @@ class Model:
     log level is WARN and a successful invocation writes none."""
     target_ms: float = 0.0
     """The webhook target's own response time, per run (excluded: priced separately per 10 ms)."""
+    indexer_memory_mb: int = INDEXER_MEMORY_MB
+    """The indexer function's (``infra/stack.py``); it is on the run path: PassThrough, system log WARN."""
 
 
 def requests_of(part: dict[str, Any], service: str) -> float:
@@ -167,6 +179,7 @@ PARTS = (
     "CloudWatch Logs",
     "X-Ray traces",
     "planner share",
+    "indexer share",
     "API create share",
 )
 
@@ -258,6 +271,7 @@ def shape_dollars(
     per_run = {part: value / runs for part, value in parts.items()}
     planner = planner_dollars(shape, model, tick_included=tick_included)
     per_run["planner share"] = sum(planner.values())
+    per_run["indexer share"] = sum(indexer_dollars(shape, model).values())
     per_run["API create share"] = create_dollars(create, model) / runs_per_job(shape["period"])
     return per_run
 
@@ -274,6 +288,61 @@ def planner_dollars(shape: dict[str, Any], model: Model, *, tick_included: bool 
         run_path=True,
     )
     return {part: value / planned_runs(shape) for part, value in parts.items()}
+
+
+HOUR_ITEMS_KEY = "dynamodb.BatchWriteItem (hour item)"
+"""The hour items' WRU among the indexer's, apart from its measured chunk writes: a model."""
+
+
+def records_per_invocation(shape: dict[str, Any]) -> float:
+    """Stream records per indexer invocation, as priced. A lone job: as measured, one invocation per run's
+    writes (its worst case: no other run shares the window). A fleet: a model, the 2 s window's records of a
+    deployment running ``DEPLOYMENT_RUNS_PER_S`` runs a second, or the fleet's own rate if higher, up to the
+    batch size."""
+    indexer = shape["indexer"]
+    if shape["jobs"] == 1:
+        return float(indexer["records"] / indexer["count"])
+    records_per_run = indexer["records"] / shape["runs"]
+    runs_per_s = max(DEPLOYMENT_RUNS_PER_S, shape["jobs"] / shape["period"])
+    return float(min(INDEX_BATCH, runs_per_s * records_per_run * INDEX_WINDOW_S))
+
+
+def hour_item_wru(shape: dict[str, Any]) -> float:
+    """WRU of hour items over the shape's metered runs (a model): a warm indexer lists each of the tenant's
+    hours once, one small item, spread over the tenant's runs in that hour."""
+    indexer = shape["indexer"]
+    runs_per_hour = shape["jobs"] * 3600 / shape["period"]
+    return float(write_units(indexer["hour_item_bytes"]) * shape["runs"] / runs_per_hour)
+
+
+def indexer_function(shape: dict[str, Any]) -> dict[str, Any] | None:
+    """The indexer's work for the shape's metered runs, as priced: its invocations as
+    ``records_per_invocation`` gives them, each with the measured mean own CPU, requests and log bytes of an
+    invocation; the measured chunk writes; the hour items. None for figures without the indexer."""
+    indexer = shape.get("indexer")
+    if not indexer or not indexer["count"]:
+        return None
+    invocations = indexer["records"] / records_per_invocation(shape)
+    scale = invocations / indexer["count"]
+    function = combine({}, indexer, scale)
+    function["count"] = invocations
+    function["wru"] = {**indexer["wru"], HOUR_ITEMS_KEY: hour_item_wru(shape)}
+    return function
+
+
+def indexer_dollars(shape: dict[str, Any], model: Model) -> dict[str, float]:
+    """The indexer's share per run, by part (all 0 for figures without it: before run path v2)."""
+    function = indexer_function(shape)
+    if function is None:
+        return dict.fromkeys(PARTS[:7], 0.0)
+    parts = function_dollars(
+        function,
+        memory_mb=model.indexer_memory_mb,
+        traces=tick_traces(function["count"], model),  # a batch every 2 s at most: each alone in its second
+        model=model,
+        run_path=True,
+    )
+    return {part: value / shape["runs"] for part, value in parts.items()}
 
 
 def tick_dollars(tick: dict[str, Any], model: Model) -> dict[str, float]:
@@ -352,6 +421,12 @@ def worker_seconds(period: int, jobs: int) -> int:
     return cycle if jobs * cycle // period <= MAX_METERED_RUNS else 60
 
 
+def index_window(jobs: int) -> float:
+    """The indexer's batching window in a shape's workload: a lone job's runs each in an invocation of their
+    own (its worst case), a fleet's in the deployed 2 s window."""
+    return INDEX_WINDOW_S if jobs > 1 else 0.0
+
+
 def shapes() -> list[tuple[str, Any]]:
     from bench._cost_workload import Shape
 
@@ -359,8 +434,10 @@ def shapes() -> list[tuple[str, Any]]:
     for period in PERIODS:
         history = HISTORY_SECONDS // period
         for name, jobs, seeded in (("lone", 1, history), ("fleet", FLEET, min(history, FLEET_HISTORY_RUNS))):
-            found.append((f"{period}s {name}", Shape(period, jobs, seeded, worker_seconds(period, jobs))))
-    found.append(("1s lone, short history", Shape(1, 1, CHECK_HISTORY_RUNS, worker_seconds(1, 1))))
+            shape = Shape(period, jobs, seeded, worker_seconds(period, jobs), index_window(jobs))
+            found.append((f"{period}s {name}", shape))
+    short = Shape(1, 1, CHECK_HISTORY_RUNS, worker_seconds(1, 1), index_window(1))
+    found.append(("1s lone, short history", short))
     return found
 
 
@@ -440,6 +517,8 @@ def _per_run(shape: dict[str, Any], what: str) -> float:
     """Requests or units of one kind per run: the worker's (and the mapping's) per metered run plus the
     planner's marginal work per planned run."""
     worker = total(shape["worker"], what) + (total(shape, "esm") if what == "requests" else 0)
+    indexer = indexer_function(shape)
+    worker += total(indexer, what) if indexer is not None else 0
     return float(worker / shape["runs"] + total(planner_marginal(shape), what) / planned_runs(shape))
 
 
@@ -667,6 +746,11 @@ def _operations(shape: dict[str, Any]) -> list[tuple[str, str, dict[str, float]]
                     },
                 )
             )
+    indexer = indexer_function(shape)
+    if indexer is not None:
+        for operation in sorted(set().union(*(indexer.get(what, {}) for what in UNITS))):
+            values = {what: indexer.get(what, {}).get(operation, 0) / runs for what in UNITS}
+            found.append(("indexer", operation, values))
     for operation, count in shape["esm"].items():
         found.append(("event source mapping", operation, {"requests": count / runs}))
     return found
@@ -867,10 +951,124 @@ def model_block(figures: dict[str, Any]) -> str:
             "lines) is a fixed cost per month per planner group (see Fixed cost); a run is charged the "
             "planning tick less one base tick (its per-job requests and units, its CPU beyond the base, "
             "its sleep between sends, its extra log bytes), over the runs it planned.",
+            "- Indexer: the runs table's stream records go to the indexer Lambda's handler in the workload, "
+            f"batched as its event source mapping batches them ({INDEX_WINDOW_S:g} s window, up to "
+            f"{INDEX_BATCH:,} records): each invocation's own CPU, `BatchWriteItem` and log bytes are "
+            "measured, and each chunk item's size (one WRU per KB). Its duration is priced as the planner's, "
+            f"at {m.indexer_memory_mb} MB (x{m.vcpu_mb / m.indexer_memory_mb:.2f}); it is on the run path "
+            "(PassThrough, system log level WARN). Stream reads by a Lambda trigger are not billed. A "
+            "fleet's invocations per run are a model: its deployment runs "
+            f"{DEPLOYMENT_RUNS_PER_S} runs a second or more (or the fleet's own rate if higher) on one "
+            f"stream shard, so a {INDEX_WINDOW_S:g} s window holds at least "
+            f"{DEPLOYMENT_RUNS_PER_S * INDEX_WINDOW_S:g} records (the workload's own batches of the fleet "
+            "alone hold as many); a lone job's are measured with each run's writes in an invocation of their "
+            "own, its worst case. The hour items are a model too: one per tenant and hour per warm indexer, "
+            "spread over the tenant's runs in the hour.",
             f"- API create share: one `POST /v1/jobs` (API Gateway ${API_PRICE * 1e6:.2f} per million, the "
             "authorizer and API invocations at the API's memory, their requests and log lines, one trace) "
             f"spread over the job's runs in {CREATE_SHARE_DAYS} days.",
         ]
+    )
+
+
+def indexer_block(figures: dict[str, Any]) -> str:
+    """What the indexer does per run and per invocation, measured and (invocations of a fleet) modelled; then
+    its share per run, by part."""
+    model = model_of(figures)
+    names = _main_shapes(figures)
+    rows = []
+    for name in names:
+        shape = figures["shapes"][name]
+        indexer = shape["indexer"]
+        runs, count = shape["runs"], indexer["count"]
+        function = indexer_function(shape)
+        assert function is not None
+        chunks = indexer["chunk_entries"]
+        sizes = indexer["chunk_item_bytes"]
+        chunk_wru = indexer["wru"].get("dynamodb.BatchWriteItem", 0)
+        priced = records_per_invocation(shape)
+        rows.append(
+            [
+                name,
+                _num(indexer["records"] / runs),
+                _num(indexer["records"] / count),
+                f"{_num(priced)} (model)" if shape["jobs"] > 1 else f"{_num(priced)} (a batch per run)",
+                _num(function["count"] / runs),
+                _num(len(chunks) / runs),
+                _num(sum(chunks) / len(chunks)),
+                f"{sum(sizes) / len(sizes):.0f} B (max {max(sizes)})",
+                _num(chunk_wru / runs),
+                _num(hour_item_wru(shape) / runs),
+                f"{indexer['own_cpu_s'] * 1000 / count:.2f}",
+                _billed_ms(indexer, model.indexer_memory_mb, model),
+                f"{indexer['log_bytes'] / count:.0f} B",
+            ]
+        )
+    measured = _table(
+        [
+            "shape",
+            "stream records per run",
+            "records per invocation, measured",
+            "records per invocation, priced",
+            "invocations per run",
+            "chunk items per run",
+            "runs per chunk",
+            "chunk item size",
+            "chunk WRU per run",
+            "hour item WRU per run (model)",
+            "own CPU ms per invocation",
+            "billed ms per invocation (model)",
+            "log bytes per invocation",
+        ],
+        rows,
+    )
+    shares = {name: indexer_dollars(figures["shapes"][name], model) for name in names}
+    parts = [
+        ["stream records (read by the event source mapping)", *("$0.00" for _ in names)],
+        *([part, *(_money(shares[name][part]) for name in names)] for part in PARTS[:7]),
+        ["**indexer share**", *(f"**{_money(sum(shares[name].values()))}**" for name in names)],
+    ]
+    return measured + "\n\n" + _table(["part", *names], parts)
+
+
+def _fleets(figures: dict[str, Any]) -> list[str]:
+    return [name for name in _main_shapes(figures) if figures["shapes"][name]["jobs"] > 1]
+
+
+def listing_block(figures: dict[str, Any]) -> str:
+    """A first page of the tenant-wide run list, read after each fleet's window: its DynamoDB reads."""
+    rows = []
+    for name in _fleets(figures):
+        shape = figures["shapes"][name]
+        page, sizes = shape["page"], shape["indexer"]["chunk_item_bytes"]
+        queries = page["requests"].get("dynamodb.Query", 0)
+        rru = total(page, "rru")
+        rows.append(
+            [
+                name,
+                f"{page['runs']}",
+                f"1 + {queries - 1}",
+                f"{sum(sizes) / len(sizes) / 1000:.2f} kB",
+                _num(page["rru"].get("dynamodb.Query", 0)),
+                f"{page['requests'].get('dynamodb.BatchGetItem', 0)}",
+                _num(page["rru"].get("dynamodb.BatchGetItem", 0)),
+                _num(rru),
+                f"${rru * RRU_PRICE * 1e6:.2f}",
+            ]
+        )
+    return _table(
+        [
+            "index written by",
+            f"runs on the page (of {PAGE})",
+            "queries (hour list + chunks)",
+            "chunk item size (mean)",
+            "query RRU",
+            "`BatchGetItem`",
+            "its RRU",
+            "RRU per page",
+            "$ per million pages (DynamoDB reads)",
+        ],
+        rows,
     )
 
 
@@ -885,6 +1083,8 @@ BLOCKS = (
     "requests-60",
     "dollars",
     "planner",
+    "indexer",
+    "listing",
     "before",
     "history",
 )
@@ -900,6 +1100,8 @@ def blocks(figures: dict[str, Any]) -> dict[str, str]:
         **{f"requests-{p}": requests_block(figures, p) for p in PERIODS},
         "dollars": dollars_block(figures),
         "planner": planner_block(figures),
+        "indexer": indexer_block(figures),
+        "listing": listing_block(figures),
         "before": before_block(figures),
         "history": history_block(figures)
         + "\n\n"

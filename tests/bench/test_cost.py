@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from bench import cost
+from bench._cost_workload import INDEX_BATCH, INDEX_WINDOW_S, INDEXER_MEMORY_MB
 from bench.cost import Model
 
 # No botocore CPU, so the duration is the hand-computed one below; the planner and the worker traced.
@@ -348,3 +349,93 @@ def test_the_saved_figures_split_the_ticks_into_base_and_planning() -> None:
         assert "sqs.SendMessageBatch" not in idle["requests"], name
         marginal = cost.planner_marginal(measured)
         assert all(value >= 0 for value in marginal["requests"].values()), name
+
+
+def fleet_with_indexer() -> dict[str, Any]:
+    """A 1-minute fleet's window: 280 runs, each one stream record, indexed in 14 batches of 20 (one chunk
+    item of 1 WRU each), 2 ms of own CPU and 200 B of logs per invocation."""
+    figures = {**shape(), "period": 60, "jobs": 20, "runs": 280}
+    figures["indexer"] = {
+        "count": 14,
+        "own_cpu_s": 0.028,
+        "slept_s": 0.0,
+        "log_bytes": 2800,
+        "log_lines": 14,
+        "requests": {"dynamodb.BatchWriteItem": 14},
+        "wru": {"dynamodb.BatchWriteItem": 14.0},
+        "index_wru": {},
+        "rru": {},
+        "records": 280,
+        "window_s": 2.0,
+        "chunk_entries": [20] * 14,
+        "chunk_item_bytes": [262] * 14,
+        "chunk_compressed_bytes": [185] * 14,
+        "hour_item_bytes": 40,
+    }
+    return figures
+
+
+def test_a_runs_indexer_share_is_its_invocations_chunk_writes_duration_and_logs() -> None:
+    figures = fleet_with_indexer()
+    # a fleet's deployment at 10 runs a second: a 2 s window holds 20 records, one invocation per 20 runs
+    assert cost.records_per_invocation(figures) == pytest.approx(20)
+    per_million = {k: v * 1e6 for k, v in cost.indexer_dollars(figures, DEPLOYED).items()}
+    # a chunk item of 1 WRU per 20 runs, and one hour item per hour of the fleet's 1,200 runs
+    assert per_million["DynamoDB writes"] == pytest.approx(0.625 / 20 + 0.625 / 1200)
+    assert per_million["Lambda requests"] == pytest.approx(0.20 / 20)
+    # per invocation: 2 ms x 1769/256 = 13.820 ms; one BatchWriteItem at 5 ms; 0.5 ms: 19.320 ms at 0.25 GB
+    assert per_million["Lambda duration"] == pytest.approx(0.019320 * 0.25 * 13.3334 / 20, rel=1e-4)
+    assert per_million["CloudWatch Logs"] == pytest.approx(200e-9 * 0.5 * 1e6 / 20)  # no platform lines
+    assert per_million["SQS requests"] == 0 and per_million["DynamoDB reads"] == 0  # stream reads: free
+    parts = cost.shape_dollars(figures, CREATE, DEPLOYED)
+    assert parts["indexer share"] == pytest.approx(sum(cost.indexer_dollars(figures, DEPLOYED).values()))
+    without = {**figures}
+    del without["indexer"]
+    assert sum(parts.values()) - sum(cost.shape_dollars(without, CREATE, DEPLOYED).values()) == pytest.approx(
+        parts["indexer share"]
+    )
+
+
+def test_a_lone_jobs_indexer_runs_once_per_runs_writes_as_measured() -> None:
+    figures = fleet_with_indexer()
+    figures.update(jobs=1, runs=14)
+    figures["indexer"].update(records=14, chunk_entries=[1] * 14)
+    assert cost.records_per_invocation(figures) == 1
+    per_million = {k: v * 1e6 for k, v in cost.indexer_dollars(figures, DEPLOYED).items()}
+    assert per_million["Lambda requests"] == pytest.approx(0.20)
+    assert per_million["DynamoDB writes"] == pytest.approx(0.625 + 0.625 / 60)  # its chunk, its hour's item
+
+
+def test_the_indexer_is_priced_with_its_event_source_mappings_window_and_batch() -> None:
+    infra = cost.DOC.parents[1] / "infra"
+    mapping = (infra / "indexer.py").read_text()
+    assert f"BATCH_SIZE = {INDEX_BATCH}\n" in mapping
+    assert f"BATCHING_WINDOW = Duration.seconds({INDEX_WINDOW_S:g})\n" in mapping
+    stack = (infra / "stack.py").read_text()
+    function = stack[stack.index('function(\n            "indexer",') :]
+    assert f"memory_mb={INDEXER_MEMORY_MB}," in function[: function.index(")")]
+    assert "run_path=True," in function[: function.index(")")]  # PassThrough, system log level WARN
+
+
+def test_every_shape_of_the_saved_figures_pays_the_indexer_and_the_document_shows_it() -> None:
+    figures = json.loads(cost.FIGURES.read_text())
+    model = cost.model_of(figures)
+    summary = cost.doc_blocks(cost.DOC.read_text())["summary"].splitlines()
+    for name in cost._main_shapes(figures):
+        measured = figures["shapes"][name]
+        indexer = measured["indexer"]
+        # every run's write reached the indexer, which wrote its chunks
+        assert indexer["records"] >= measured["runs"], name
+        assert indexer["wru"]["dynamodb.BatchWriteItem"] >= len(indexer["chunk_entries"]) > 0, name
+        rows = {(who, operation): values for who, operation, values in cost._operations(measured)}
+        assert rows[("indexer", "dynamodb.BatchWriteItem")]["wru"] > 0, name
+        parts = cost.shape_dollars(measured, figures["create"], model)
+        invocations = indexer["records"] / cost.records_per_invocation(measured) / measured["runs"]
+        chunk_writes = indexer["wru"]["dynamodb.BatchWriteItem"] / measured["runs"] * cost.WRU_PRICE
+        assert parts["indexer share"] >= invocations * cost.LAMBDA_REQUEST_PRICE + chunk_writes, name
+        # the figure the document shows for the shape is the total with the indexer's share in it
+        label = "lone job" if measured["jobs"] == 1 else f"fleet of {measured['jobs']}"
+        (row,) = [line for line in summary if f"| every {measured['period']} s | {label} |" in line]
+        shown = row.split("|")[6].strip().strip("*")
+        assert shown == cost._money(sum(parts.values())), name
+        assert shown != cost._money(sum(parts.values()) - parts["indexer share"]), name
