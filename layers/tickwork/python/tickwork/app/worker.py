@@ -4,7 +4,8 @@
 2. read the job and its lane together, and the run items it needs (this run's, the lane holders');
 3. decide: a duplicate, or a fire that a cancel, a pause, a schedule change or the misfire policy ends
    (recorded with its reason), or one the overlap policy skips or holds back (sent again later: never a
-   failed delivery, so never dead-lettered for waiting);
+   failed delivery, so never dead-lettered for waiting). The decision is a value from
+   :func:`tickwork.domain.arrival.decide_arrival`; the worker carries it out;
 4. take the lease: a holder of the job's lane (one conditional write), or, for a job whose runs may overlap
    freely, the run item itself (one conditional write);
 5. call the target, with a heartbeat extending the lease while the call lasts;
