@@ -4,7 +4,8 @@
 2. read the job and its lane together, and the run items it needs (this run's, the lane holders');
 3. decide: a duplicate, or a fire that a cancel, a pause, a schedule change or the misfire policy ends
    (recorded with its reason), or one the overlap policy skips or holds back (sent again later: never a
-   failed delivery, so never dead-lettered for waiting);
+   failed delivery, so never dead-lettered for waiting). The decision is a value from
+   :func:`tickwork.domain.arrival.decide_arrival`; the worker carries it out;
 4. take the lease: a holder of the job's lane (one conditional write), or, for a job whose runs may overlap
    freely, the run item itself (one conditional write);
 5. call the target, with a heartbeat extending the lease while the call lasts;
@@ -22,7 +23,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from tickwork import tables
@@ -38,17 +38,28 @@ from tickwork.app.ports import (
     TenantSlots,
     TenantStore,
 )
-from tickwork.domain.fires import (
-    Arrival,
-    is_fire_of,
-    is_last_fire,
-    is_superseded,
-    jitter_of,
-    latest_fire_until,
-    next_in_chain,
-    on_arrival,
-    previous_fire,
+from tickwork.domain.arrival import (
+    MAX_DELAY_SECONDS,
+    MAX_EARLY_WAIT,
+    AttemptRun,
+    Candidate,
+    Decision,
+    Duplicate,
+    EndUnrun,
+    HoldBack,
+    LookAgain,
+    Note,
+    RetryNotDue,
+    Stage,
+    StartChain,
+    TakeOver,
+    UnknownManual,
+    WaitFirst,
+    decide_arrival,
+    on_full_lane,
+    owed_before,
 )
+from tickwork.domain.fires import is_last_fire, jitter_of, next_in_chain
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.lifecycle import TERMINAL, ensure_move
 from tickwork.domain.models import (
@@ -63,19 +74,14 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.retry import OutcomeClass, decide_retry
-from tickwork.domain.schedule import exclusion_of
 from tickwork.domain.tenants import Tenant
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
 from tickwork.targets import TargetResult
 
-# Sleep at most this long before a run's time; a message that early goes back to the queue for the rest.
-MAX_EARLY_WAIT = timedelta(seconds=3)
 # A run held back (overlap `queue`, a retry or a backfill step waiting for the lane) comes back after this.
 HOLD_SECONDS = 2
-# SQS's longest delay: a retry due later waits in the run item, for the sweeper.
-MAX_DELAY_SECONDS = 900
 # Backfill runs at most ten fires a second per job.
 BACKFILL_SPACING = timedelta(milliseconds=100)
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
@@ -87,27 +93,6 @@ OUTCOME_OF = {
 }
 
 Execute = Callable[[Job, Run, Tenant], TargetResult]
-
-
-class Stage(StrEnum):
-    """Where a run stands when its message is handled."""
-
-    NEW = "new"  # a fire (or a manual run) that has not started
-    RETRY = "retry"  # between attempts: the next one is due
-    LOST = "lost"  # its last attempt's lease passed with nothing recorded: that worker died
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """The run a message is about, as far as the worker knows it."""
-
-    run: Run
-    stored: Run | None
-    """The run item as read (None: none yet), the condition of the next write to it."""
-    stage: Stage
-    lost_holder: Holder | None = None
-    chain_until: int | None = None
-    """This fire starts a backfill chain that runs every fire up to this one (epoch ms)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +196,7 @@ class Worker:
         laned = capacity(job) is not None
         # A job with no lane leases the run item itself, whose conditional write tells a new fire from a
         # stored run: it is read first only when the message says it is stored (a retry, a manual run).
-        before = self._owed_before(job, key, message, lane)
+        before = owed_before(job, key, message, lane)
         known = laned or key.is_manual or message.attempt is not None or before is not None
         records = self._records(job, lane, message.run_id, before) if known else {}
         stored = records.get(message.run_id)
@@ -241,7 +226,7 @@ class Worker:
                     return lease
                 assert lane_now is not None
                 lane = lane_now
-                before = self._owed_before(job, key, message, lane)
+                before = owed_before(job, key, message, lane)
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
             else:
@@ -290,33 +275,6 @@ class Worker:
         wanted = {run_id, *lane.holders, *([before] if before else [])}
         return self.runs.find_many(job.tenant_id, job.job_id, sorted(wanted))
 
-    @staticmethod
-    def _owed_before(job: Job, key: RunKey, message: RunMessage, lane: Lane) -> str | None:
-        """For the fire of a job that takes its fires in order (overlap `queue`, misfire `backfill`): the run
-        id of the fire before it, which must be dealt with first. The first fire after a change (a resume,
-        an update) comes after the last fire of a backfill chain the change started."""
-        ordered = job.overlap_policy == "queue" or job.misfire_policy == "backfill"
-        if not ordered or key.fire_ms is None or message.chain_until is not None:
-            return None
-        fire = from_epoch_ms(key.fire_ms)
-        earlier = previous_fire(job, fire, since=job.updated_at)
-        if earlier is None and lane.chain_until is not None and lane.chain_until < fire:
-            earlier = lane.chain_until
-        return scheduled_run_id(job.job_id, earlier) if earlier is not None else None
-
-    def _waits_for_earlier(
-        self, job: Job, key: RunKey, message: RunMessage, lane: Lane, records: dict[str, Run]
-    ) -> bool:
-        """The fire before this one (see :meth:`_owed_before`) has not reached a worker yet, or, when it ends
-        a backfill chain, has not ended: the fires after a chain wait for it rather than overlap it."""
-        before = self._owed_before(job, key, message, lane)
-        if before is None:
-            return False
-        if lane.chain_until is not None and before == scheduled_run_id(job.job_id, lane.chain_until):
-            ended = records.get(before)
-            return ended is None or ended.status not in TERMINAL
-        return before not in records and before not in lane.holders
-
     # --- deciding ---------------------------------------------------------------------------------------
     def _decide(
         self,
@@ -329,110 +287,54 @@ class Worker:
         now: datetime,
     ) -> Candidate | str | Raced:
         """The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile."""
-        if stored is not None and stored.status in TERMINAL:
-            self._after_duplicate(message, job, stored)
-            self.metrics.count("DuplicateDeliveriesAbsorbed")
-            return f"duplicate: the run is {stored.status.value}"
-        holder = lane.holders.get(message.run_id)
-        token = stored.fencing_token if stored is not None else None
-        running_holder = holder is not None and not ended(holder, token)
-        if running_holder and holder is not None and holder.lease_until > now:
-            return self._look_again_after(message, holder.lease_until, now)
-        if (
-            stored is not None
-            and stored.status is RunStatus.RUNNING
-            and stored.lease_expires_at is not None
-            and stored.lease_expires_at > now
-        ):
-            return self._look_again_after(message, stored.lease_expires_at, now)
-        if key.is_manual and stored is None:
-            self.metrics.count("MessagesDropped")
-            return "unknown manual run"
+        decision = decide_arrival(job, lane, stored, records, message, key, now)
+        return self._carry_out(decision, message, job, lane, now)
 
-        run = stored or self._new_run(job, key, message, now)
-        lost_recorded = bool(run.attempts) and run.attempts[-1].finished_at is not None
-        if running_holder or (run.status is RunStatus.RUNNING and not lost_recorded):
-            candidate = Candidate(run, stored, Stage.LOST, holder if running_holder else None)
-        elif run.status is RunStatus.RETRY_WAIT or run.attempts:
-            # Between attempts: a retry, or a re-run by hand (a new attempt of a run that ended).
-            candidate = Candidate(run, stored, Stage.RETRY)
-        else:
-            candidate = Candidate(run, stored, Stage.NEW)
-
-        if candidate.stage is Stage.RETRY and run.retry_at is not None:
-            early = (run.retry_at - now).total_seconds()
-            if early > MAX_EARLY_WAIT.total_seconds():
-                self.queue.send_later(message, math.ceil(min(early, MAX_DELAY_SECONDS)))
+    def _carry_out(
+        self, decision: Decision, message: RunMessage, job: Job, lane: Lane, now: datetime
+    ) -> Candidate | str | Raced:
+        """Do what the arrival decision says: its sends, sleeps and writes."""
+        match decision:
+            case Duplicate(run):
+                self._after_duplicate(message, job, run)
+                self.metrics.count("DuplicateDeliveriesAbsorbed")
+                return f"duplicate: the run is {run.status.value}"
+            case LookAgain(delay):
+                self.metrics.count("DuplicateDeliveriesAbsorbed")
+                self.queue.send_later(message, delay)
+                return "duplicate: its attempt is running; back after its lease"
+            case UnknownManual():
+                self.metrics.count("MessagesDropped")
+                return "unknown manual run"
+            case RetryNotDue(delay):
+                self.queue.send_later(message, delay)
                 return "retry not due yet: sent again"
-            if early > 0:
-                self.sleep(early)
-
-        if job.status is JobStatus.CANCELLED:
-            if candidate.stage is Stage.LOST:
-                lost = self._record_lost(candidate, now)
-                return self._end(job, candidate, lost, RunStatus.CANCELLED, "job_cancelled", now)
-            return self._end_unrun(job, candidate, RunStatus.CANCELLED, "job_cancelled", now)
-        if candidate.stage is Stage.NEW and not key.is_manual:
-            fired = run.scheduled_for
-            if job.status is JobStatus.PAUSED:
-                assert job.pause is not None
-                if fired >= job.pause.paused_at:
-                    return "job paused: resuming plans this fire again"
-                return self._end_unrun(job, candidate, RunStatus.MISSED, "job_paused", now)
-            excluded = exclusion_of(job.schedule, fired)
-            if excluded is not None:
-                # Excluded since it was sent (the job was updated): recorded as the planner records it.
-                return self._end_unrun(job, candidate, RunStatus.SKIPPED, excluded, now)
-            if not is_fire_of(job, fired):
-                return self._end_unrun(job, candidate, RunStatus.CANCELLED, "schedule_changed", now)
-            if message.chain_until is None:
-                if lane.chain_until is not None and fired <= lane.chain_until:
-                    return "covered by a backfill chain"
-                arrival = on_arrival(job, fired, now)
-                if arrival is not Arrival.RUN:
-                    note = self._end_unrun(job, candidate, RunStatus.MISSED, arrival.value, now)
-                    if not isinstance(note, Raced):
-                        self._hand_on(job, run)
-                    return note
-                if job.misfire_policy == "backfill" and is_superseded(job, fired, now):
-                    return self._catch_up(job, lane, candidate, message, key, records, now)
-                if self._waits_for_earlier(job, key, message, lane, records):
-                    self.metrics.count("RunsHeldBack")
+            case WaitFirst(seconds, then):
+                self.sleep(seconds)
+                return self._carry_out(then, message, job, lane, now)
+            case EndUnrun(candidate, status, reason, hand_on):
+                note = self._end_unrun(job, candidate, status, reason, now)
+                if hand_on and not isinstance(note, Raced):
+                    self._hand_on(job, candidate.run)
+                return note
+            case Note(text):
+                return text
+            case HoldBack(text):
+                self.metrics.count("RunsHeldBack")
+                self.queue.send_later(message, HOLD_SECONDS)
+                return text
+            case StartChain(candidate, until):
+                if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=until) is not None:
                     self.queue.send_later(message, HOLD_SECONDS)
-                    return "held back: an earlier fire comes first"
-        if candidate.stage is Stage.LOST:
-            return self._lost(job, candidate, now)
-        return candidate
-
-    def _catch_up(
-        self,
-        job: Job,
-        lane: Lane,
-        candidate: Candidate,
-        message: RunMessage,
-        key: RunKey,
-        records: dict[str, Run],
-        now: datetime,
-    ) -> Candidate | str:
-        """A backfill job's overdue fires run in order and paced: the oldest owed one starts a chain through
-        every fire due by now, and the messages of the others, arriving meanwhile, are covered by it."""
-        if self._waits_for_earlier(job, key, message, lane, records):
-            self.metrics.count("RunsHeldBack")
-            self.queue.send_later(message, HOLD_SECONDS)
-            return "held back: an earlier fire comes first"
-        last = latest_fire_until(job, candidate.run.scheduled_for, now)
-        if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=last) is not None:
-            self.queue.send_later(message, HOLD_SECONDS)
-            return "contended: sent again"
-        return Candidate(candidate.run, candidate.stored, candidate.stage, chain_until=to_epoch_ms(last))
-
-    def _look_again_after(self, message: RunMessage, lease_until: datetime, now: datetime) -> str:
-        """Another delivery's attempt holds the lease. It may be running, or its worker may have died with
-        this very message: come back once the lease has passed, to find the run ended or to take it over."""
-        self.metrics.count("DuplicateDeliveriesAbsorbed")
-        wait = math.ceil((lease_until - now).total_seconds()) + 1
-        self.queue.send_later(message, max(1, min(wait, MAX_DELAY_SECONDS)))
-        return "duplicate: its attempt is running; back after its lease"
+                    return "contended: sent again"
+                return replace(candidate, chain_until=to_epoch_ms(until))
+            case TakeOver(candidate, cancelled):
+                if cancelled:
+                    lost = self._record_lost(candidate, now)
+                    return self._end(job, candidate, lost, RunStatus.CANCELLED, "job_cancelled", now)
+                return self._lost(job, candidate, now)
+            case AttemptRun(candidate):
+                return candidate
 
     def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str | Raced:
         """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
@@ -516,7 +418,7 @@ class Worker:
         recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
         others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
         if len(others) >= limit:
-            held = self._held_back(job, candidate, message, now)
+            held = self._carry_out(on_full_lane(job, candidate, message), message, job, lane, now)
             return (held, None) if isinstance(held, str) else (None, lane)
         lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
         token = lane.version + 1
@@ -549,15 +451,6 @@ class Worker:
             return Lease(leased, None), None
         self.metrics.count("LeaseConflicts")
         return None, written.current
-
-    def _held_back(self, job: Job, candidate: Candidate, message: RunMessage, now: datetime) -> str | Raced:
-        """The lane is full. A new fire of a `skip` job (or one past ``max_concurrent_runs``) ends SKIPPED;
-        anything else (a `queue` job's fire, a retry, a lost attempt's next one) waits its turn."""
-        if candidate.stage is Stage.NEW and job.overlap_policy != "queue" and message.chain_until is None:
-            return self._end_unrun(job, candidate, RunStatus.SKIPPED, "overlap", now)
-        self.metrics.count("RunsHeldBack")
-        self.queue.send_later(message, HOLD_SECONDS)
-        return "held back: sent again"
 
     def _leased(
         self, candidate: Candidate, attempt: int, token: int, now: datetime, lease_for: timedelta
@@ -839,24 +732,6 @@ class Worker:
             and is_last_fire(job, run.scheduled_for)
         ):
             self.jobs.complete(job.tenant_id, job.job_id, through=run.scheduled_for)
-
-    def _new_run(self, job: Job, key: RunKey, message: RunMessage, now: datetime) -> Run:
-        """A fire's run before its first write: ENQUEUED as the API shows it."""
-        assert key.fire_ms is not None
-        sent = from_epoch_ms(message.sent_at) if message.sent_at is not None else None
-        fire = from_epoch_ms(key.fire_ms)
-        jitter = jitter_of(job, fire) // timedelta(milliseconds=1) if job.jitter_seconds else None
-        return Run(
-            run_id=message.run_id,
-            job_id=job.job_id,
-            tenant_id=job.tenant_id,
-            scheduled_for=fire,
-            status=RunStatus.ENQUEUED,
-            trigger="schedule",
-            created_at=sent or now,
-            enqueued_at=sent,
-            jitter_ms=jitter,
-        )
 
 
 def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
