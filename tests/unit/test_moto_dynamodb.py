@@ -677,6 +677,93 @@ def test_table_queries_answer_as_moto_as_released_answers_them() -> None:
     assert len(changed) == len(expected)
 
 
+def test_index_queries_answer_as_moto_as_released_answers_them() -> None:
+    """The same battery of queries over the failures, attention and due indexes (ties in their sort keys),
+    with writes and deletes between its rounds that move items in and out of them, on moto as released (a
+    fresh interpreter, run meanwhile) and on moto with the local stack's changes: the same Items, Count,
+    ScannedCount and LastEvaluatedKey on every page, the same errors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support import index_battery
+
+    root = Path(__file__).resolve().parents[2]
+    released = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.index_battery"],
+        cwd=root,
+        env={
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    moto_dynamodb.install()
+    with mock_aws():
+        changed = index_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
+    output, _ = released.communicate(timeout=600)
+    assert released.returncode == 0
+    expected = output.splitlines()
+    assert len(expected) > 20_000
+    mismatched = [(mine, theirs) for mine, theirs in zip(changed, expected, strict=False) if mine != theirs]
+    assert not mismatched[:3]
+    assert len(changed) == len(expected)
+
+
+def test_an_index_query_hands_moto_only_the_entries_its_walk_reaches(client: Any, monkeypatch: Any) -> None:
+    """A page of a tenant's failures, newest first, and the page after its cursor: a page and one entry
+    each, not the index partition."""
+    runs = tables.RUNS.default_name
+    client.create_table(**tables.RUNS.create_table_kwargs(stream=False))
+    items = [
+        {
+            tables.RUNS_PK: {"S": f"acme#job-{n % 50:02d}"},
+            tables.RUNS_SK: {"S": f"{n:013d}"},
+            tables.FAILURE_TENANT: {"S": "acme"},
+            tables.FAILURE_AT: {"S": f"{n:013d}#run-{n}"},
+            "status": {"S": "DEAD" if n % 2 else "FAILED"},
+        }
+        for n in range(3000)
+    ]
+    moto_dynamodb.load_items(runs, items)
+    handed: list[int] = []
+    original = moto_dynamodb._query_candidates
+
+    def counted(*args: Any) -> Any:
+        candidates = original(*args)
+        handed.append(-1 if candidates is None else len(candidates))
+        return candidates
+
+    monkeypatch.setattr(moto_dynamodb, "_query_candidates", counted)
+    low, high = tables.history_bounds(None, None)
+    request: dict[str, Any] = {
+        "TableName": runs,
+        "IndexName": tables.FAILURES_INDEX,
+        "KeyConditionExpression": "#t = :t AND #a BETWEEN :low AND :high",
+        "FilterExpression": "#s = :s",
+        "ExpressionAttributeNames": {"#t": tables.FAILURE_TENANT, "#a": tables.FAILURE_AT, "#s": "status"},
+        "ExpressionAttributeValues": {
+            ":t": {"S": "acme"},
+            ":low": {"S": low},
+            ":high": {"S": high},
+            ":s": {"S": "DEAD"},
+        },
+        "ScanIndexForward": False,
+        "Limit": 100,
+    }
+    first = client.query(**request)
+    second = client.query(**request, ExclusiveStartKey=first["LastEvaluatedKey"])
+    assert [item["sk"]["S"] for item in first["Items"] + second["Items"]] == [
+        f"{n:013d}" for n in range(2999, 2799, -2)
+    ]
+    assert second["LastEvaluatedKey"][tables.FAILURE_AT] == {"S": f"{2800:013d}#run-2800"}
+    assert handed == [101, 101]
+
+
 def test_a_table_query_hands_moto_only_the_items_its_walk_reaches(client: Any, monkeypatch: Any) -> None:
     """A job's latest run, a page of its newest, a page after a cursor: a few items each, not its history."""
     partition = "acme#job-history"
