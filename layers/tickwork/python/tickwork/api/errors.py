@@ -11,6 +11,7 @@ from typing import Any, get_args
 from tickwork import errors
 from tickwork.domain import models
 from tickwork.domain.tenants import TENANT_ID_PATTERN
+from tickwork.targets.registry import target_types
 
 STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -25,8 +26,6 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
 
 # Location prefixes Powertools and pydantic put before a field path.
 _LOCATION_ROOTS = frozenset({"body", "query", "path", "header"})
-# Discriminator values pydantic inserts into the location of a tagged-union error.
-_UNION_TAGS = frozenset({"once", "cron", "rate", "http", "sqs", "lambda", "eventbridge", "stepfunctions"})
 _CODE_BY_TYPE = {
     "extra_forbidden": "unknown_field",
     "missing": "missing_field",
@@ -59,8 +58,7 @@ _RANGE_WORDS = {
     "a-z": "lower-case letters",
     "A-Z": "capital letters",
 }
-# The tagged unions of the models, by the field that holds one.
-_UNIONS: dict[str, Any] = {"schedule": models.Schedule, "target": models.Target}
+_UNION_FIELDS = ("schedule", "target")
 
 
 def status_of(error: errors.TickworkError) -> HTTPStatus:
@@ -93,7 +91,8 @@ def field_path(location: Iterable[Any]) -> str | None:
     kept = [
         part
         for i, part in enumerate(parts)
-        if not (i > 0 and parts[i - 1] in ("schedule", "target") and part in _UNION_TAGS)
+        # the discriminator value pydantic inserts into the location of a tagged-union error
+        if not (i > 0 and parts[i - 1] in _UNION_FIELDS and part in _union_tags())
         # pydantic names a refused dict key by the key, then "[key]": the field is the key (or the dict)
         and part not in ("", "[key]")
     ]
@@ -198,11 +197,21 @@ def _quoted(expected: str) -> list[str]:
     return re.findall(r"'([^']*)'", expected)
 
 
-@cache
 def _tags(section: str) -> tuple[str, ...]:
-    """The ``type`` values of the tagged union a field of that name holds."""
-    union = _UNIONS.get(section)
-    if union is None:
-        return ()
-    members = get_args(get_args(union)[0])
+    """The ``type`` values of the tagged union a field of that name holds: the schedule kinds, or the target
+    kinds registered now."""
+    if section == "schedule":
+        return _schedule_tags()
+    if section == "target":
+        return target_types()
+    return ()
+
+
+def _union_tags() -> frozenset[str]:
+    return frozenset((*_schedule_tags(), *target_types()))
+
+
+@cache
+def _schedule_tags() -> tuple[str, ...]:
+    members = get_args(get_args(models.Schedule)[0])
     return tuple(tag for member in members for tag in get_args(member.model_fields["type"].annotation))
