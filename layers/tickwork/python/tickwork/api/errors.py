@@ -11,7 +11,7 @@ from typing import Any, get_args
 from tickwork import errors
 from tickwork.domain import models
 from tickwork.domain.tenants import TENANT_ID_PATTERN
-from tickwork.targets.registry import target_types
+from tickwork.targets import registry
 
 STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -39,15 +39,6 @@ _CODE_BY_SECTION = {
 }
 # What a value must look like, in words, for the patterns that are not a plain ``^[chars]{m,n}$``.
 _PATTERN_WORDS = {
-    models.SQS_QUEUE_URL: "must be an SQS queue URL, such as"
-    " https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue",
-    models.LAMBDA_ARN: "must be a Lambda function ARN, such as"
-    " arn:aws:lambda:eu-west-1:123456789012:function:my-function (a version or an alias may follow, as in"
-    " ...:my-function:live)",
-    models.STATE_MACHINE_ARN: "must be a Step Functions state machine ARN, such as"
-    " arn:aws:states:eu-west-1:123456789012:stateMachine:my-machine",
-    models.EVENT_BUS: "must be an event bus name (letters, digits, '.', '_', '/' and '-', 1 to 256"
-    " characters) or an event bus ARN, such as arn:aws:events:eu-west-1:123456789012:event-bus/my-bus",
     TENANT_ID_PATTERN: "must start with a lower-case letter or a digit, then use only lower-case letters,"
     " digits, '_' and '-' (1 to 63 characters)",
 }
@@ -165,6 +156,9 @@ def pattern_words(pattern: str) -> str:
     128 characters)`` for ``^[A-Za-z0-9._-]{1,128}$``."""
     if pattern in _PATTERN_WORDS:
         return _PATTERN_WORDS[pattern]
+    for kind in registry.kinds():
+        if pattern in kind.pattern_words:
+            return kind.pattern_words[pattern]
     match = _CHARACTER_CLASS.fullmatch(pattern)
     if match is None:
         return "is not in the form this field takes"
@@ -203,12 +197,12 @@ def _tags(section: str) -> tuple[str, ...]:
     if section == "schedule":
         return _schedule_tags()
     if section == "target":
-        return target_types()
+        return registry.target_types()
     return ()
 
 
 def _union_tags() -> frozenset[str]:
-    return frozenset((*_schedule_tags(), *target_types()))
+    return frozenset((*_schedule_tags(), *registry.target_types()))
 
 
 @cache

@@ -74,6 +74,12 @@ class TargetKind(Protocol[T]):
         """The most payload bytes one delivery can carry, if the kind has a limit of its own."""
         ...
 
+    @property
+    def pattern_words(self) -> Mapping[str, str]:
+        """What a value of each patterned field of the model looks like, in words, for error messages, by
+        the pattern (those that are not a plain ``^[chars]{m,n}$``, which are put in words as they are)."""
+        ...
+
     def arn(self, target: T, policy: AwsTargetPolicy) -> tuple[str, str] | None:
         """The ARN the target resolves to and the request field that names it; None without an ARN."""
         ...

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
-from tickwork.domain.models import EventBridgeTarget
+from tickwork.domain.models import EVENT_BUS, EventBridgeTarget
 from tickwork.domain.targets import AwsTargetPolicy, event_bus_arn
 from tickwork.targets.aws import call_aws
 from tickwork.targets.envelope import Delivery
@@ -22,6 +23,13 @@ class EventBridgeKind(AwsKind):
     model = EventBridgeTarget
     actions = ("events:PutEvents",)
     arn_service = "events"
+    pattern_words = MappingProxyType(
+        {
+            EVENT_BUS: "must be an event bus name (letters, digits, '.', '_', '/' and '-', 1 to 256"
+            " characters) or an event bus ARN, such as"
+            " arn:aws:events:eu-west-1:123456789012:event-bus/my-bus",
+        }
+    )
 
     def arn(self, target: EventBridgeTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
         return event_bus_arn(target.event_bus_name, policy), "target.event_bus_name"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from tickwork.domain.models import HttpTarget
@@ -21,6 +22,7 @@ class HttpKind:
     actions: tuple[str, ...] = ()
     arn_service: str | None = None
     payload_limit: int | None = None
+    pattern_words: Mapping[str, str] = MappingProxyType({})
 
     def arn(self, target: HttpTarget, policy: AwsTargetPolicy) -> tuple[str, str] | None:
         return None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tickwork.domain.models import LambdaTarget
+from types import MappingProxyType
+
+from tickwork.domain.models import LAMBDA_ARN, LambdaTarget
 from tickwork.domain.targets import AwsTargetPolicy
 from tickwork.targets.aws import call_aws
 from tickwork.targets.envelope import Delivery
@@ -18,6 +20,13 @@ class LambdaKind(AwsKind):
     actions = ("lambda:InvokeFunction",)
     arn_service = "lambda"
     summary_field = "function_arn"
+    pattern_words = MappingProxyType(
+        {
+            LAMBDA_ARN: "must be a Lambda function ARN, such as"
+            " arn:aws:lambda:eu-west-1:123456789012:function:my-function"
+            " (a version or an alias may follow, as in ...:my-function:live)",
+        }
+    )
 
     def arn(self, target: LambdaTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
         return target.function_arn, "target.function_arn"

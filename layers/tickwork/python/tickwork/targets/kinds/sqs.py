@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from types import MappingProxyType
 from typing import Any
 
-from tickwork.domain.models import SqsTarget
+from tickwork.domain.models import SQS_QUEUE_URL, SqsTarget
 from tickwork.domain.targets import AwsTargetPolicy, sqs_queue_arn
 from tickwork.targets.aws import call_aws
 from tickwork.targets.envelope import Delivery
@@ -29,6 +30,12 @@ class SqsKind(AwsKind):
     actions = ("sqs:SendMessage",)
     arn_service = "sqs"
     summary_field = "queue_url"
+    pattern_words = MappingProxyType(
+        {
+            SQS_QUEUE_URL: "must be an SQS queue URL, such as"
+            " https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue",
+        }
+    )
 
     def arn(self, target: SqsTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
         return sqs_queue_arn(target.queue_url, policy), "target.queue_url"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from types import MappingProxyType
 
 from botocore.exceptions import ClientError
 
-from tickwork.domain.models import StepFunctionsTarget
+from tickwork.domain.models import STATE_MACHINE_ARN, StepFunctionsTarget
 from tickwork.domain.targets import AwsTargetPolicy
 from tickwork.targets.aws import call_aws
 from tickwork.targets.envelope import Delivery
@@ -42,6 +43,12 @@ class StepFunctionsKind(AwsKind):
     actions = ("states:StartExecution",)
     arn_service = "states"
     summary_field = "state_machine_arn"
+    pattern_words = MappingProxyType(
+        {
+            STATE_MACHINE_ARN: "must be a Step Functions state machine ARN, such as"
+            " arn:aws:states:eu-west-1:123456789012:stateMachine:my-machine",
+        }
+    )
 
     def arn(self, target: StepFunctionsTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
         return target.state_machine_arn, "target.state_machine_arn"
