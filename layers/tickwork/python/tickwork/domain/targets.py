@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from tickwork.domain.models import HttpTarget, JobSpec, payload_size
+from tickwork.domain.models import MAX_AWS_PAYLOAD_BYTES, HttpTarget, JobSpec, payload_size
 from tickwork.errors import InvalidInput, PayloadTooLarge
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
@@ -65,9 +65,10 @@ def check_payload_fits(spec: JobSpec, limit: int | None) -> None:
         return
     size = payload_size(spec.payload)
     if size > limit:
+        why = " (256 KiB less room for the envelope)" if limit == MAX_AWS_PAYLOAD_BYTES else ""
         raise PayloadTooLarge(
             f"payload is {size} bytes once serialized; a {spec.target.type} target takes at most "
-            f"{limit} (256 KiB less room for the envelope)",
+            f"{limit}{why}",
             field="payload",
         )
 

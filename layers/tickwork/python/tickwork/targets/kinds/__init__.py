@@ -1,5 +1,5 @@
-"""The built-in target kinds, one module each; importing one registers it. The order here is the order of
-the target union in the job model."""
+"""The built-in target kinds, one module each; importing one registers it. Their models are the job model's
+built-in target union (``tickwork.domain.models.Target``), whose order the registry keeps."""
 
 from __future__ import annotations
 
