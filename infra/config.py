@@ -21,21 +21,27 @@ from pydantic import (
     field_validator,
 )
 from tickwork import tables
+from tickwork.targets.registry import kinds
 
 CONTEXT_KEY = "tickwork"
 CONTEXT_PREFIX = "tickwork:"
 
-# Services the worker can call, and the IAM action each needs.
-TARGET_ACTIONS: Mapping[str, str] = {
-    "sqs": "sqs:SendMessage",
-    "lambda": "lambda:InvokeFunction",
-    "events": "events:PutEvents",
-    "states": "states:StartExecution",
-}
-TARGET_ARN_PATTERN = re.compile(
-    r"^arn:(?P<partition>aws[a-z-]*|\*):(?P<service>sqs|lambda|events|states):"
-    r"(?P<region>[a-z0-9-]+|\*):(?P<account>[0-9]{12}|\*):(?P<resource>.+)$"
-)
+
+def target_actions() -> dict[str, tuple[str, ...]]:
+    """The services whose ARNs name targets (of the target kinds registered), and the IAM actions the worker
+    needs to deliver to each."""
+    return {kind.arn_service: kind.actions for kind in kinds() if kind.arn_service is not None}
+
+
+def target_arn_pattern() -> re.Pattern[str]:
+    """An ARN pattern of a target: a registered kind's service, and wildcards or values for the rest."""
+    services = "|".join(re.escape(service) for service in target_actions())
+    return re.compile(
+        rf"^arn:(?P<partition>aws[a-z-]*|\*):(?P<service>{services}):"
+        r"(?P<region>[a-z0-9-]+|\*):(?P<account>[0-9]{12}|\*):(?P<resource>.+)$"
+    )
+
+
 # CloudWatch Logs accepts only these retention periods (days), named as CDK's RetentionDays names them.
 LOG_RETENTION_DAYS: Mapping[int, str] = {
     1: "ONE_DAY",
@@ -171,11 +177,9 @@ class StageConfig(BaseModel):
     @classmethod
     def _target_arns(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
         for pattern in patterns:
-            if not TARGET_ARN_PATTERN.match(pattern):
-                raise ValueError(
-                    f"{pattern!r} is not an ARN pattern of an SQS queue, Lambda function, EventBridge bus "
-                    "or Step Functions state machine"
-                )
+            if not target_arn_pattern().match(pattern):
+                services = ", ".join(target_actions())
+                raise ValueError(f"{pattern!r} is not an ARN pattern of a target (a service of {services})")
         return patterns
 
     @field_validator("log_retention_days")
@@ -212,12 +216,14 @@ class StageConfig(BaseModel):
 
     @property
     def target_grants(self) -> dict[str, list[str]]:
-        """The IAM action for each service the patterns name, with the patterns for it."""
+        """The IAM actions for each service the patterns name, with the patterns for it."""
         grants: dict[str, list[str]] = {}
+        actions, pattern_of = target_actions(), target_arn_pattern()
         for pattern in self.allowed_target_arns:
-            match = TARGET_ARN_PATTERN.match(pattern)
+            match = pattern_of.match(pattern)
             assert match is not None  # checked by the validator
-            grants.setdefault(TARGET_ACTIONS[match["service"]], []).append(pattern)
+            for action in actions[match["service"]]:
+                grants.setdefault(action, []).append(pattern)
         return grants
 
     def shard_groups(self) -> list[list[int]]:

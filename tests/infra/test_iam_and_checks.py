@@ -14,7 +14,7 @@ from tickwork import tables
 
 from infra import nag
 from infra.app import STAND_IN_ASSETS, BuildMissing, build_app, cli_context, dependencies_layer_dir
-from infra.config import TARGET_ACTIONS
+from infra.config import target_actions
 from infra.storage import READ_ACTIONS
 from tests.infra.conftest import FULL_CONTEXT, Synthesized
 
@@ -115,7 +115,7 @@ def test_with_patterns_the_worker_may_call_exactly_those(full_stack: Synthesized
         resources = (
             statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
         )
-        for action in _actions(statement) & set(TARGET_ACTIONS.values()):
+        for action in _actions(statement) & {a for actions in target_actions().values() for a in actions}:
             granted.setdefault(action, set()).update(r for r in resources if isinstance(r, str))
     patterns = list(full_stack.stack.config.allowed_target_arns)
     assert granted == {

@@ -332,15 +332,14 @@ def schedule_summary(schedule: Any) -> str:
 def target_summary(target: Any) -> str:
     if not isinstance(target, dict):
         return text(target)
+    from tickwork.targets.registry import kind_for  # only a listing of targets needs the kinds
+
     kind = target.get("type")
-    if kind == "http":
-        return f"http {text(target.get('method') or 'POST')} {text(target.get('url'))}"
-    if kind == "eventbridge":
-        return f"eventbridge {text(target.get('event_bus_name'))} ({text(target.get('detail_type'))})"
-    for key in ("queue_url", "function_arn", "state_machine_arn"):
-        if key in target:
-            return f"{text(kind)} {text(target[key])}"
-    return text(kind)
+    try:
+        described = kind_for(kind) if isinstance(kind, str) else None
+    except KeyError:
+        described = None  # a kind this CLI does not know: the server may have more
+    return described.summary(target, text) if described else text(kind)
 
 
 def last_error(run: Mapping[str, Any]) -> str:

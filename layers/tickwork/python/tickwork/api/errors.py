@@ -11,6 +11,7 @@ from typing import Any, get_args
 from tickwork import errors
 from tickwork.domain import models
 from tickwork.domain.tenants import TENANT_ID_PATTERN
+from tickwork.targets import registry
 
 STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -25,8 +26,6 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
 
 # Location prefixes Powertools and pydantic put before a field path.
 _LOCATION_ROOTS = frozenset({"body", "query", "path", "header"})
-# Discriminator values pydantic inserts into the location of a tagged-union error.
-_UNION_TAGS = frozenset({"once", "cron", "rate", "http", "sqs", "lambda", "eventbridge", "stepfunctions"})
 _CODE_BY_TYPE = {
     "extra_forbidden": "unknown_field",
     "missing": "missing_field",
@@ -40,15 +39,6 @@ _CODE_BY_SECTION = {
 }
 # What a value must look like, in words, for the patterns that are not a plain ``^[chars]{m,n}$``.
 _PATTERN_WORDS = {
-    models.SQS_QUEUE_URL: "must be an SQS queue URL, such as"
-    " https://sqs.eu-west-1.amazonaws.com/123456789012/my-queue",
-    models.LAMBDA_ARN: "must be a Lambda function ARN, such as"
-    " arn:aws:lambda:eu-west-1:123456789012:function:my-function (a version or an alias may follow, as in"
-    " ...:my-function:live)",
-    models.STATE_MACHINE_ARN: "must be a Step Functions state machine ARN, such as"
-    " arn:aws:states:eu-west-1:123456789012:stateMachine:my-machine",
-    models.EVENT_BUS: "must be an event bus name (letters, digits, '.', '_', '/' and '-', 1 to 256"
-    " characters) or an event bus ARN, such as arn:aws:events:eu-west-1:123456789012:event-bus/my-bus",
     TENANT_ID_PATTERN: "must start with a lower-case letter or a digit, then use only lower-case letters,"
     " digits, '_' and '-' (1 to 63 characters)",
 }
@@ -59,8 +49,7 @@ _RANGE_WORDS = {
     "a-z": "lower-case letters",
     "A-Z": "capital letters",
 }
-# The tagged unions of the models, by the field that holds one.
-_UNIONS: dict[str, Any] = {"schedule": models.Schedule, "target": models.Target}
+_UNION_FIELDS = ("schedule", "target")
 
 
 def status_of(error: errors.TickworkError) -> HTTPStatus:
@@ -93,7 +82,8 @@ def field_path(location: Iterable[Any]) -> str | None:
     kept = [
         part
         for i, part in enumerate(parts)
-        if not (i > 0 and parts[i - 1] in ("schedule", "target") and part in _UNION_TAGS)
+        # the discriminator value pydantic inserts into the location of a tagged-union error
+        if not (i > 0 and parts[i - 1] in _UNION_FIELDS and part in _union_tags())
         # pydantic names a refused dict key by the key, then "[key]": the field is the key (or the dict)
         and part not in ("", "[key]")
     ]
@@ -166,6 +156,9 @@ def pattern_words(pattern: str) -> str:
     128 characters)`` for ``^[A-Za-z0-9._-]{1,128}$``."""
     if pattern in _PATTERN_WORDS:
         return _PATTERN_WORDS[pattern]
+    for kind in registry.kinds():
+        if pattern in kind.pattern_words:
+            return kind.pattern_words[pattern]
     match = _CHARACTER_CLASS.fullmatch(pattern)
     if match is None:
         return "is not in the form this field takes"
@@ -198,11 +191,21 @@ def _quoted(expected: str) -> list[str]:
     return re.findall(r"'([^']*)'", expected)
 
 
-@cache
 def _tags(section: str) -> tuple[str, ...]:
-    """The ``type`` values of the tagged union a field of that name holds."""
-    union = _UNIONS.get(section)
-    if union is None:
-        return ()
-    members = get_args(get_args(union)[0])
+    """The ``type`` values of the tagged union a field of that name holds: the schedule kinds, or the target
+    kinds registered now."""
+    if section == "schedule":
+        return _schedule_tags()
+    if section == "target":
+        return registry.target_types()
+    return ()
+
+
+def _union_tags() -> frozenset[str]:
+    return frozenset((*_schedule_tags(), *registry.target_types()))
+
+
+@cache
+def _schedule_tags() -> tuple[str, ...]:
+    members = get_args(get_args(models.Schedule)[0])
     return tuple(tag for member in members for tag in get_args(member.model_fields["type"].annotation))

@@ -24,7 +24,6 @@ from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.lanes import Holder, Lane, ended
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
 from tickwork.domain.models import (
-    HttpTarget,
     Job,
     JobPatch,
     JobSpec,
@@ -52,14 +51,11 @@ from tickwork.domain.schedule import (
     next_fire_time,
     next_fire_times,
 )
-from tickwork.domain.targets import (
-    AwsTargetPolicy,
-    check_aws_target,
-    check_http_target,
-    check_payload_fits_target,
-)
+from tickwork.domain.targets import AwsTargetPolicy, check_payload_fits
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import InvalidInput, InvalidSchedule, InvalidState, NotFound, VersionConflict
+from tickwork.targets.kind import CheckContext
+from tickwork.targets.registry import kind_of
 
 # A one-time job may name a time this far in the past (clock skew, a slow client) and still be accepted.
 ONCE_PAST_TOLERANCE = timedelta(seconds=60)
@@ -124,6 +120,15 @@ class JobService:
         self.allow_private_targets = allow_private_targets
         self.aws_targets = aws_targets
         self.max_target_timeout_seconds = max_target_timeout_seconds
+
+    @property
+    def target_checks(self) -> CheckContext:
+        """What this deployment allows targets to be, for their kinds to check."""
+        return CheckContext(
+            allow_private=self.allow_private_targets,
+            aws_targets=self.aws_targets,
+            max_timeout_seconds=self.max_target_timeout_seconds,
+        )
 
     # --- jobs ---------------------------------------------------------------------------------------------
     def create_job(self, tenant_id: str, spec: JobSpec, now: datetime) -> JobDetails:
@@ -526,16 +531,9 @@ class JobService:
     def _check_spec(self, spec: JobSpec, now: datetime) -> None:
         if isinstance(spec.schedule, OnceSchedule) and spec.schedule.at < now - ONCE_PAST_TOLERANCE:
             raise InvalidSchedule("schedule.at is in the past", field="schedule.at")
-        check_payload_fits_target(spec)
-        if isinstance(spec.target, HttpTarget):
-            check_http_target(spec.target, allow_private=self.allow_private_targets)
-            if spec.target.timeout_seconds > self.max_target_timeout_seconds:
-                raise InvalidInput(
-                    f"target.timeout_seconds may be at most {self.max_target_timeout_seconds} here",
-                    field="target.timeout_seconds",
-                )
-        else:
-            check_aws_target(spec.target, self.aws_targets)
+        kind = kind_of(spec.target)
+        check_payload_fits(spec, kind.payload_limit)
+        kind.validate(spec.target, self.target_checks)
 
     def _plan(self, job: Job, now: datetime) -> Job:
         """Plan fires inside the horizon at once, so they do not wait for the planner's next tick."""

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, cast, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -27,6 +27,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
@@ -386,6 +387,8 @@ Target = Annotated[
     HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget,
     Field(discriminator="type"),
 ]
+"""The target kinds built in. Each is registered in :mod:`tickwork.targets.registry`, and a kind registered
+there later joins the union of :func:`target_models`."""
 
 
 # --- policies ---------------------------------------------------------------------------------------------
@@ -743,3 +746,47 @@ def parse_run_id(run_id: str) -> RunKey | None:
         return None
     fire = match.group("fire")
     return RunKey(match.group("job"), int(fire) if fire is not None else None, match.group("manual"))
+
+
+# --- the target union -------------------------------------------------------------------------------------
+_target_members: tuple[type[StrictModel], ...] = get_args(get_args(Target)[0])
+
+
+def target_models() -> tuple[type[StrictModel], ...]:
+    """The models a job's ``target`` may take, in the order of the union (and of its ``type`` values)."""
+    return _target_members
+
+
+def set_target_models(members: tuple[type[StrictModel], ...]) -> None:
+    """Make ``members`` the target union of :class:`JobSpec` and of every model that holds one.
+
+    pydantic compiles a model's validator when the class is made, so a kind registered afterwards is taken in
+    by rebuilding: the job models first, then any model whose compiled schema embeds one of them.
+    """
+    global _target_members
+    if members == _target_members:
+        return
+    _target_members = members
+    union: Any = Annotated[cast(Any, Union)[members], Field(discriminator="type")]
+    family = _with_subclasses(JobSpec)
+    for model in family:
+        model.__pydantic_fields__["target"] = FieldInfo.from_annotation(union)
+        model.model_rebuild(force=True)
+    names = tuple(f"{model.__module__}.{model.__qualname__}" for model in family)
+    holders = [
+        model
+        for model in _with_subclasses(BaseModel)
+        if model not in family
+        and model.__module__.startswith("tickwork")
+        and model.__pydantic_complete__
+        and any(name in repr(model.__pydantic_core_schema__) for name in names)
+    ]
+    for model in holders:
+        model.model_rebuild(force=True)
+
+
+def _with_subclasses(model: type[BaseModel]) -> list[type[BaseModel]]:
+    found = [model]
+    for child in model.__subclasses__():
+        found += [sub for sub in _with_subclasses(child) if sub not in found]
+    return found

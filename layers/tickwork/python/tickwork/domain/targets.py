@@ -9,16 +9,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from urllib.parse import urlsplit
 
-from tickwork.domain.models import (
-    MAX_AWS_PAYLOAD_BYTES,
-    EventBridgeTarget,
-    HttpTarget,
-    JobSpec,
-    LambdaTarget,
-    SqsTarget,
-    StepFunctionsTarget,
-    payload_size,
-)
+from pydantic import BaseModel
+
+from tickwork.domain.models import MAX_AWS_PAYLOAD_BYTES, HttpTarget, JobSpec, payload_size
 from tickwork.errors import InvalidInput, PayloadTooLarge
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
@@ -65,15 +58,17 @@ def is_public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) ->
     return all(is_public_address(inner) for inner in embedded if inner is not None)
 
 
-def check_payload_fits_target(spec: JobSpec) -> None:
-    """An AWS target receives the payload inside the envelope, in one message of at most 256 KiB."""
-    if isinstance(spec.target, HttpTarget):
+def check_payload_fits(spec: JobSpec, limit: int | None) -> None:
+    """A target kind with a payload ``limit`` receives the payload inside the envelope, in one message: an AWS
+    target in one of at most 256 KiB."""
+    if limit is None:
         return
     size = payload_size(spec.payload)
-    if size > MAX_AWS_PAYLOAD_BYTES:
+    if size > limit:
+        why = " (256 KiB less room for the envelope)" if limit == MAX_AWS_PAYLOAD_BYTES else ""
         raise PayloadTooLarge(
             f"payload is {size} bytes once serialized; a {spec.target.type} target takes at most "
-            f"{MAX_AWS_PAYLOAD_BYTES} (256 KiB less room for the envelope)",
+            f"{limit}{why}",
             field="payload",
         )
 
@@ -97,7 +92,6 @@ def check_http_target(target: HttpTarget, *, allow_private: bool) -> None:
         )
 
 
-AwsTarget = SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget
 _SQS_HOST = re.compile(r"^sqs\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?$")
 
 
@@ -112,32 +106,46 @@ class AwsTargetPolicy:
     partition: str = "aws"
 
 
-def target_arn(target: AwsTarget, policy: AwsTargetPolicy) -> tuple[str, str]:
-    """The ARN a target resolves to, and the request field that names it."""
-    if isinstance(target, SqsTarget):
-        url = urlsplit(target.queue_url)
-        host = _SQS_HOST.match(url.hostname or "")
-        account, name = url.path.strip("/").split("/", 1)
-        region = host["region"] if host else policy.region
-        return f"arn:{policy.partition}:sqs:{region}:{account}:{name}", "target.queue_url"
-    if isinstance(target, LambdaTarget):
-        return target.function_arn, "target.function_arn"
-    if isinstance(target, StepFunctionsTarget):
-        return target.state_machine_arn, "target.state_machine_arn"
-    bus = target.event_bus_name
-    if not bus.startswith("arn:"):
-        bus = f"arn:{policy.partition}:events:{policy.region}:{policy.account}:event-bus/{bus}"
-    return bus, "target.event_bus_name"
+def sqs_queue_arn(queue_url: str, policy: AwsTargetPolicy) -> str:
+    """The ARN of the queue at ``queue_url``; a URL without the region in its host is in the deployment's."""
+    url = urlsplit(queue_url)
+    host = _SQS_HOST.match(url.hostname or "")
+    account, name = url.path.strip("/").split("/", 1)
+    region = host["region"] if host else policy.region
+    return f"arn:{policy.partition}:sqs:{region}:{account}:{name}"
 
 
-def check_aws_target(target: AwsTarget, policy: AwsTargetPolicy | None) -> None:
+def event_bus_arn(bus: str, policy: AwsTargetPolicy) -> str:
+    """The ARN of an event bus given by name (in the deployment's account and region) or by ARN."""
+    if bus.startswith("arn:"):
+        return bus
+    return f"arn:{policy.partition}:events:{policy.region}:{policy.account}:event-bus/{bus}"
+
+
+def check_arn_allowed(arn: str, field: str, policy: AwsTargetPolicy | None) -> None:
     """Refuse an AWS target outside the allowed patterns, rather than let every run of it fail on IAM."""
     if policy is None:
         return
-    arn, field = target_arn(target, policy)
     if not any(fnmatchcase(arn, pattern) for pattern in policy.patterns):
         raise InvalidInput(
             f"target {arn} is not among this deployment's allowed target ARNs",
             field=field,
             code="target_not_allowed",
         )
+
+
+def target_arn(target: BaseModel, policy: AwsTargetPolicy) -> tuple[str, str]:
+    """The ARN a target resolves to, and the request field that names it, as its kind says."""
+    from tickwork.targets.registry import kind_of  # the kinds build on this module
+
+    resolved = kind_of(target).arn(target, policy)
+    if resolved is None:
+        raise ValueError(f"a {target.type} target is not named by an ARN")  # type: ignore[attr-defined]
+    return resolved
+
+
+def check_aws_target(target: BaseModel, policy: AwsTargetPolicy | None) -> None:
+    """Refuse an AWS target outside the allowed patterns, rather than let every run of it fail on IAM."""
+    if policy is None:
+        return
+    check_arn_allowed(*target_arn(target, policy), policy)

@@ -3,7 +3,7 @@ Step Functions state machine, and classify the outcome for the retry policy."""
 
 from __future__ import annotations
 
-from tickwork.targets.aws import LazyClients, TargetClients, execution_name
+from tickwork.targets.aws import LazyClients, TargetClients
 from tickwork.targets.envelope import (
     Delivery,
     envelope_body,
@@ -14,6 +14,7 @@ from tickwork.targets.envelope import (
 )
 from tickwork.targets.http import Destination, Resolver, check_redirect, resolve_destination
 from tickwork.targets.invoke import invoke
+from tickwork.targets.kinds.stepfunctions import execution_name
 from tickwork.targets.result import TargetResult, classify_status
 
 __all__ = [

@@ -1,10 +1,9 @@
-"""Delivery to AWS targets (SQS, Lambda, EventBridge, Step Functions) through boto3, with AWS errors
-classified for the retry policy."""
+"""What delivery to AWS targets shares: the boto3 clients, built lazily, and AWS errors classified for the
+retry policy. Each AWS kind (SQS, Lambda, EventBridge, Step Functions) has its module in
+:mod:`tickwork.targets.kinds`."""
 
 from __future__ import annotations
 
-import hashlib
-import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,17 +20,13 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from tickwork.domain.models import EventBridgeTarget, LambdaTarget, SqsTarget, StepFunctionsTarget
-from tickwork.targets.envelope import Delivery
-from tickwork.targets.result import TargetResult, permanent, retryable, success
+from tickwork.targets.result import TargetResult, permanent, retryable
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_stepfunctions import SFNClient
-
-AwsTarget = SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget
 
 
 class TargetClients(Protocol):
@@ -105,18 +100,6 @@ class LazyClients:
         return client
 
 
-def invoke_aws(target: AwsTarget, delivery: Delivery, body: bytes, clients: TargetClients) -> TargetResult:
-    if isinstance(target, SqsTarget):
-        return _call_aws("SQS", "SendMessage", lambda: _send_sqs(target, delivery, body, clients))
-    if isinstance(target, LambdaTarget):
-        return _call_aws("Lambda", "Invoke", lambda: _invoke_lambda(target, body, clients))
-    if isinstance(target, EventBridgeTarget):
-        return _call_aws("EventBridge", "PutEvents", lambda: _put_event(target, body, clients))
-    return _call_aws(
-        "Step Functions", "StartExecution", lambda: _start_execution(target, delivery, body, clients)
-    )
-
-
 _THROTTLING = frozenset(
     {
         "Throttling",
@@ -179,7 +162,8 @@ def classify_client_error(error: ClientError, *, service: str, operation: str) -
     return permanent("target_rejected", message, status)
 
 
-def _call_aws(service: str, operation: str, call: Callable[[], TargetResult]) -> TargetResult:
+def call_aws(service: str, operation: str, call: Callable[[], TargetResult]) -> TargetResult:
+    """Make one AWS call for a delivery, with whatever it raises classified."""
     try:
         return call()
     except ClientError as error:
@@ -195,98 +179,3 @@ def _call_aws(service: str, operation: str, call: Callable[[], TargetResult]) ->
     except BotoCoreError as error:
         # Credentials or configuration of this deployment, not the target: worth another try.
         return retryable("aws_error", f"{service} {operation} failed ({type(error).__name__})")
-
-
-_SQS_TOKEN = re.compile(r"^[!-~]{1,128}$")
-
-
-def _sqs_token(value: str) -> str:
-    """FIFO group and deduplication ids allow 128 printable ASCII characters."""
-    return value if _SQS_TOKEN.match(value) else hashlib.sha256(value.encode()).hexdigest()
-
-
-def _send_sqs(target: SqsTarget, delivery: Delivery, body: bytes, clients: TargetClients) -> TargetResult:
-    extra: dict[str, Any] = {}
-    if target.queue_url.endswith(".fifo"):
-        # One group per job keeps a job's runs in order; one dedup id per attempt drops a re-sent attempt.
-        extra = {
-            "MessageGroupId": _sqs_token(delivery.job_id),
-            "MessageDeduplicationId": _sqs_token(f"{delivery.run_id}:a{delivery.attempt}"),
-        }
-    clients.sqs().send_message(
-        QueueUrl=target.queue_url,
-        MessageBody=body.decode(),
-        MessageAttributes={
-            "tickwork-run-id": {"DataType": "String", "StringValue": delivery.run_id},
-            "tickwork-attempt": {"DataType": "Number", "StringValue": str(delivery.attempt)},
-        },
-        **extra,
-    )
-    return success()
-
-
-def _invoke_lambda(target: LambdaTarget, body: bytes, clients: TargetClients) -> TargetResult:
-    response = clients.lambda_().invoke(
-        FunctionName=target.function_arn, InvocationType="Event", Payload=body
-    )
-    return success(response.get("StatusCode"))
-
-
-_EVENTS_RETRYABLE = ("throttl", "internal", "unavailable", "timeout")
-
-
-def _put_event(target: EventBridgeTarget, body: bytes, clients: TargetClients) -> TargetResult:
-    response = clients.events().put_events(
-        Entries=[
-            {
-                "EventBusName": target.event_bus_name,
-                "Source": target.source,
-                "DetailType": target.detail_type,
-                "Detail": body.decode(),
-            }
-        ]
-    )
-    if not response.get("FailedEntryCount"):
-        return success()
-    entry = (response.get("Entries") or [{}])[0]
-    code = entry.get("ErrorCode") or "Unknown"
-    message = f"EventBridge PutEvents rejected the event: {code}: {entry.get('ErrorMessage') or ''}"
-    if any(marker in code.lower() for marker in _EVENTS_RETRYABLE):
-        return retryable("throttled" if "throttl" in code.lower() else "target_unavailable", message)
-    return permanent("target_rejected", message)
-
-
-_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
-_PLAIN_RUN_ID = re.compile(r"^[A-Za-z0-9:-]+$")
-MAX_EXECUTION_NAME = 80
-
-
-def execution_name(run_id: str, attempt: int) -> str:
-    """A Step Functions execution name unique to this run attempt: at most 80 of ``[A-Za-z0-9_-]``.
-
-    Two attempts must never share a name, since a taken name reads as "already started". Turning ``:`` into
-    ``_`` loses nothing when the run id has no ``_`` of its own; any other run id gets a hash of itself.
-    """
-    suffix = f"-a{attempt}"
-    safe = _UNSAFE_NAME_CHARS.sub("_", run_id)
-    if _PLAIN_RUN_ID.match(run_id) and len(safe) + len(suffix) <= MAX_EXECUTION_NAME:
-        return safe + suffix
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:16]
-    head = safe[: MAX_EXECUTION_NAME - len(suffix) - len(digest) - 1]
-    return f"{head}_{digest}{suffix}"
-
-
-def _start_execution(
-    target: StepFunctionsTarget, delivery: Delivery, body: bytes, clients: TargetClients
-) -> TargetResult:
-    try:
-        clients.stepfunctions().start_execution(
-            stateMachineArn=target.state_machine_arn,
-            name=execution_name(delivery.run_id, delivery.attempt),
-            input=body.decode(),
-        )
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ExecutionAlreadyExists":
-            return success()  # this very attempt was started before: a duplicate delivery
-        raise
-    return success()
