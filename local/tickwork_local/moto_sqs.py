@@ -22,6 +22,8 @@ from typing import Any
 
 _installed = False
 _no_counts = threading.local()
+# The counts one call of a queue's attributes computed, by queue, for the thread that made the call.
+_call_counts = threading.local()
 
 
 def _now_ms() -> float:
@@ -72,19 +74,26 @@ def install() -> None:
     original_attributes = queue_class.attributes.fget
 
     def attributes(queue: Any) -> dict[str, Any]:
+        # The counts of this call are the calling thread's: the queue is shared, and threads that send at
+        # once (the planner's parallel sends) must neither see nor remove each other's.
+        counting: dict[int, tuple[int, int, int]] = _call_counts.__dict__.setdefault("by_queue", {})
+        earlier = counting.get(id(queue))
         if getattr(_no_counts, "active", False):
             # The caller reads a setting, never a count: the counts cost a pass over every message.
-            queue._count_values = (0, 0, 0)
+            counting[id(queue)] = (0, 0, 0)
         else:
-            queue._count_values = _counts(queue)
+            counting[id(queue)] = _counts(queue)
         try:
             return original_attributes(queue)  # type: ignore[no-any-return]
         finally:
-            del queue._count_values
+            if earlier is None:
+                del counting[id(queue)]
+            else:
+                counting[id(queue)] = earlier
 
     def count(position: int, fallback: Any) -> property:
         def read(queue: Any) -> int:
-            values = getattr(queue, "_count_values", None)
+            values = _call_counts.__dict__.get("by_queue", {}).get(id(queue))
             return int(fallback(queue) if values is None else values[position])
 
         return property(read)

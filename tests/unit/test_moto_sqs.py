@@ -4,6 +4,7 @@ every queued message on each send, and a waiting receive that wakes when a held-
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -139,3 +140,23 @@ def test_a_waiting_receive_wakes_when_the_next_held_back_message_shows(sqs: Any)
     waits.clear()
     queue.wait_for_messages(1)
     assert waits == [1]  # the message shows after the caller's timeout: the caller's timeout stands
+
+
+def test_batches_sent_from_many_threads_at_once_all_go_in_whole(sqs: Any) -> None:
+    """The planner sends a moment's batches sixteen at a time: each send reads the queue's attributes, and
+    one thread's counts must neither be read nor removed by another's (a batch that raised midway had put
+    some of its messages in, and was sent again whole: duplicates, and a cursor left behind)."""
+    url = sqs.create_queue(QueueName="parallel")["QueueUrl"]
+    failures: list[str] = []
+
+    def send(batch: int) -> None:
+        entries = [{"Id": str(k), "MessageBody": f"{batch}-{k}", "DelaySeconds": 600} for k in range(10)]
+        try:
+            sqs.send_message_batch(QueueUrl=url, Entries=entries)
+        except Exception as error:  # any failure is the finding
+            failures.append(repr(error))
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(send, range(600)))
+    assert failures == []
+    assert _counts(sqs, url) == (0, 6000, 0)
