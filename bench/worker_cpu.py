@@ -308,8 +308,8 @@ def _markdown(results: list[WorkerResult], command: str, client_ms: float) -> st
             f"index entry, whose status changes: {once.index_wru_per_run:g} index WRU)."
         )
     notes.append(
-        "- A warm worker reads the tenant (its signing secret, its limit) at most once a minute, so the "
-        "metered round, which follows the timed ones, has no tenant read."
+        "- A warm worker reads the tenant (its signing secret, its limit) at most once every 10 s; the "
+        "metered round follows the timed ones, and a tenant read in it is counted with the run's requests."
     )
     parts = [
         "## Worker CPU per run",

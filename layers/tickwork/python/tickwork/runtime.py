@@ -56,22 +56,30 @@ _CLIENT_CONFIG = Config(
     read_timeout=5,
     max_pool_connections=32,
 )
-# A worker reads a tenant (its signing secret) at most this often: a warm worker reads none per run.
-TENANT_CACHE_SECONDS = 60
+# A worker reads a tenant (its signing secret, its limits) at most this often: the contract lets a changed
+# limit, a disabled tenant or a new secret take up to 10 s to reach the workers.
+TENANT_CACHE_SECONDS = 10
 
 
 class CachedTenants:
-    """The tenant store, remembered for a while per process: rotating a signing secret takes effect within
+    """The tenant store, remembered for a while per process: a change to a tenant takes effect within
     ``TENANT_CACHE_SECONDS`` on the workers."""
 
-    def __init__(self, store: DynamoTenantStore, *, seconds: float = TENANT_CACHE_SECONDS):
+    def __init__(
+        self,
+        store: DynamoTenantStore,
+        *,
+        seconds: float = TENANT_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.store = store
         self.seconds = seconds
+        self.clock = clock
         self._cache: dict[str, tuple[float, Tenant]] = {}
         self._lock = threading.Lock()
 
     def get(self, tenant_id: str) -> Tenant:
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             cached = self._cache.get(tenant_id)
         if cached is not None and now - cached[0] < self.seconds:
