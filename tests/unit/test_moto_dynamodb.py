@@ -641,20 +641,17 @@ def test_updates_answer_as_moto_as_released_answers_them() -> None:
     assert changed == released
 
 
-def test_table_queries_answer_as_moto_as_released_answers_them() -> None:
-    """The same battery of queries, with writes and deletes between its rounds, on moto as released (a
-    fresh interpreter, run meanwhile) and on moto with the local stack's changes: the same Items, Count,
-    ScannedCount and LastEvaluatedKey on every page, the same errors."""
+def _compared_with_released(battery: Any, at_least: int) -> None:
+    """Run ``battery`` on moto as released (its module in a fresh interpreter, run meanwhile) and on moto with
+    the local stack's changes, and compare every line of their answers."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from tests.support import query_battery
-
     root = Path(__file__).resolve().parents[2]
     released = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.query_battery"],
+        [sys.executable, "-m", battery.__name__],
         cwd=root,
         env={
             **os.environ,
@@ -667,14 +664,23 @@ def test_table_queries_answer_as_moto_as_released_answers_them() -> None:
     )
     moto_dynamodb.install()
     with mock_aws():
-        changed = query_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
+        changed = battery.run(boto3.client("dynamodb", region_name="us-east-1"))
     output, _ = released.communicate(timeout=600)
     assert released.returncode == 0
     expected = output.splitlines()
-    assert len(expected) > 5_000
+    assert len(expected) > at_least
     mismatched = [(mine, theirs) for mine, theirs in zip(changed, expected, strict=False) if mine != theirs]
     assert not mismatched[:3]
     assert len(changed) == len(expected)
+
+
+def test_table_queries_answer_as_moto_as_released_answers_them() -> None:
+    """The same battery of queries, with writes and deletes between its rounds, on moto as released (a
+    fresh interpreter, run meanwhile) and on moto with the local stack's changes: the same Items, Count,
+    ScannedCount and LastEvaluatedKey on every page, the same errors."""
+    from tests.support import query_battery
+
+    _compared_with_released(query_battery, 5_000)
 
 
 def test_index_queries_answer_as_moto_as_released_answers_them() -> None:
@@ -682,36 +688,9 @@ def test_index_queries_answer_as_moto_as_released_answers_them() -> None:
     with writes and deletes between its rounds that move items in and out of them, on moto as released (a
     fresh interpreter, run meanwhile) and on moto with the local stack's changes: the same Items, Count,
     ScannedCount and LastEvaluatedKey on every page, the same errors."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from tests.support import index_battery
 
-    root = Path(__file__).resolve().parents[2]
-    released = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.index_battery"],
-        cwd=root,
-        env={
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": "x",
-            "AWS_SECRET_ACCESS_KEY": "x",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        },
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    moto_dynamodb.install()
-    with mock_aws():
-        changed = index_battery.run(boto3.client("dynamodb", region_name="us-east-1"))
-    output, _ = released.communicate(timeout=600)
-    assert released.returncode == 0
-    expected = output.splitlines()
-    assert len(expected) > 20_000
-    mismatched = [(mine, theirs) for mine, theirs in zip(changed, expected, strict=False) if mine != theirs]
-    assert not mismatched[:3]
-    assert len(changed) == len(expected)
+    _compared_with_released(index_battery, 20_000)
 
 
 def test_an_index_query_hands_moto_only_the_entries_its_walk_reaches(client: Any, monkeypatch: Any) -> None:
