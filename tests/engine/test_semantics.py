@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from tickwork.app.planner import Planner
+from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.ports import Dispatch
 from tickwork.domain.models import Job, JobPatch, JobStatus, Run, RunStatus, parse_run_id, scheduled_run_id
 from tickwork.domain.timeutil import from_epoch_ms
@@ -485,6 +485,35 @@ def test_a_tick_times_its_sends_so_messages_arrive_just_before_their_fires() -> 
     # Every message is visible before its fire (never late), and at most the lead (plus a batch's sends) early
     assert all(0 <= lead <= 0.1 for lead in leads), sorted(leads)
     assert world.clock() - now < timedelta(seconds=1.1)  # the sweep took at most a second
+
+
+def test_a_tick_counts_the_time_it_took_to_read_its_due_jobs_when_it_times_its_sends() -> None:
+    """The tick reads ``now``, then its due shards and jobs (round trips that take time), then plans: a send
+    timed from when planning began instead of from ``now`` would go out that much late, its message seen
+    after its fire."""
+    world = World(horizon=timedelta(seconds=120), lookahead=timedelta(seconds=60))
+    first = START + timedelta(seconds=125)
+    cron = {"type": "cron", "expression": "*/2 * * * * *", "start_at": first.isoformat()}
+    world.create(name="cron", schedule=cron)
+    world.clock.advance(seconds=80.3)  # a tick that starts 0.3 s into its second, the job due within 60 s
+    planner = planner_of(world, timer=lambda: world.clock().timestamp(), sleep=world.clock.sleep)
+    due_jobs = world.jobs.due_jobs
+
+    def slow_due_jobs(*args: Any, **kwargs: Any) -> Any:
+        world.clock.advance(seconds=0.2)  # the due shard's query, as long as a slow one on AWS
+        return due_jobs(*args, **kwargs)
+
+    world.jobs.due_jobs = slow_due_jobs  # type: ignore[method-assign]
+    ticker = PlannerTick(jobs=world.jobs, planner=planner, sweeper=world.sweeper, metrics=world.metrics)
+    ticker.tick(world.clock(), [0, 1], align_sends=True)
+    leads = []
+    for queued in world.queue.pending():
+        key = parse_run_id(queued.message.run_id)
+        assert key is not None and key.fire_ms is not None
+        leads.append((from_epoch_ms(key.fire_ms) - queued.visible_at).total_seconds())
+    assert len(leads) >= 20
+    # Seen before its fire, by the lead: not 0.2 s later than planned (0.15 s after the fire)
+    assert all(0 <= lead <= 0.1 for lead in leads), sorted(leads)
 
 
 def test_a_moments_batches_go_out_together_not_one_after_another() -> None:

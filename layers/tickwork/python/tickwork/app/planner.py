@@ -124,12 +124,20 @@ class Planner:
         return self.plan_many([job], now, within=self.horizon)[0]
 
     def plan_many(
-        self, jobs: Sequence[Job], now: datetime, *, within: timedelta | None = None, align: bool = False
+        self,
+        jobs: Sequence[Job],
+        now: datetime,
+        *,
+        within: timedelta | None = None,
+        align: bool = False,
+        started: float | None = None,
     ) -> list[PlanResult]:
         """Plan the due jobs among ``jobs``. A job whose writes fail keeps its cursor (the next pass plans it
         again) and does not stop the others. ``align`` times the sends to their fires' fractions of a second
-        (the planner's tick: it may take a second longer; the API answers at once)."""
-        started = self.timer()
+        (the planner's tick: it may take a second longer; the API answers at once). ``started``: the timer
+        when ``now`` was read, if before this call (a tick reads its due jobs first, and that time counts
+        against every send's delay and moment); by default, now."""
+        started = self.timer() if started is None else started
         results: dict[str, PlanResult] = {}
         outgoing: list[tuple[Job, FirePlan, list[Dispatch]]] = []
         for job in jobs:
@@ -324,6 +332,7 @@ class PlannerTick:
     def tick(self, now: datetime, shards: list[int], *, align_sends: bool = False) -> TickReport:
         """``align_sends``: time the sends to the fires (see :meth:`Planner.plan_many`); the Lambda does."""
         started = time.perf_counter()
+        begun = self.planner.timer()  # when ``now`` was read: the sends are timed from it, not from planning
         leading = 0 in shards
         strays = self._strays() if leading else []
         shards = [*shards, *strays]
@@ -337,7 +346,7 @@ class PlannerTick:
         due = [key for keys in per_shard for key in keys]
         report = TickReport(due_jobs=len(due), capped=len(due) > self.max_jobs_per_tick, stray_shards=strays)
         jobs = self.jobs.get_many(due[: self.max_jobs_per_tick])
-        for result in self.planner.plan_many(jobs, now, align=align_sends):
+        for result in self.planner.plan_many(jobs, now, align=align_sends, started=begun):
             report.planned_runs += len(result.sent)
             report.missed_runs += len(result.missed)
         if strays:

@@ -472,9 +472,11 @@ class FakeRunQueue:
             if self.fail_sends:
                 self.fail_sends -= 1
                 return list(dispatches)
+            # The delay is worked out from the sender's ``now``; SQS counts it from when the message arrives.
+            arrived = self.clock()
             for dispatch in dispatches:
                 delay = max(0, min(900, int((dispatch.due_at - now).total_seconds())))
-                self.messages.append(Queued(dispatch.message, now + timedelta(seconds=delay)))
+                self.messages.append(Queued(dispatch.message, arrived + timedelta(seconds=delay)))
                 self.sent += 1
         return []
 
