@@ -143,3 +143,21 @@ def test_in_lambda_with_tracing_on_the_tracer_records_to_xray() -> None:
     found = _tracer_in_a_fresh_process(LAMBDA_TASK_ROOT="/var/task", AWS_XRAY_CONTEXT_MISSING="IGNORE_ERROR")
     assert not found["disabled"] and found["xray_loaded"]
     assert found["provider"].startswith("aws_xray_sdk")
+
+
+def test_an_invocations_counts_are_one_value_each_and_keep_their_sum() -> None:
+    sink = observability.PowertoolsMetricSink()
+    observability.metrics.clear_metrics()
+    try:
+        for _ in range(10):
+            sink.count("RunsStarted")
+            sink.milliseconds("TriggerLagMs", 3)
+        sink.count("RunsSucceeded", 7)
+        sink.count("RunsSucceeded", 3)
+        blob: dict[str, Any] = dict(observability.metrics.serialize_metric_set())
+    finally:
+        observability.metrics.clear_metrics()
+    assert blob["RunsStarted"] == [10.0]
+    assert blob["RunsSucceeded"] == [10.0]
+    # A distribution keeps every value: its percentiles need them
+    assert blob["TriggerLagMs"] == [3.0] * 10

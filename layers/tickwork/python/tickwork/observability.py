@@ -135,6 +135,12 @@ class PowertoolsMetricSink:
 
     def count(self, name: str, value: float = 1) -> None:
         with self._lock:
+            # Counts are read by their Sum, so an invocation keeps one value per count (a batch's ten runs
+            # make one 10.0, not ten 1.0s): the worker's one line per invocation stays short.
+            counted = metrics.metric_set.get(name)
+            if counted is not None and counted.get("Unit") == MetricUnit.Count.value and counted["Value"]:
+                counted["Value"][:] = [sum(counted["Value"]) + float(value)]
+                return
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
     def milliseconds(self, name: str, value: float) -> None:
