@@ -56,6 +56,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -133,8 +134,8 @@ class Invocations:
     log_lines: int = 0
     serial: Counter[str] | None = None
     """Requests per service one after another: per invocation, the invoking thread's and those of the
-    busiest of the threads it handled the batch's jobs on (None: every request, as the planner's are
-    counted). ``slept_s`` is then that chain's sleep too."""
+    busiest of the other threads it ran side by side (the worker's batch threads, the planner's sending
+    pool); None: every request. ``slept_s`` is then that chain's sleep too."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -226,30 +227,19 @@ class _Context:
 
 
 class _WorkerRuntime:
-    """The runtime the worker handler gets: the bench's, with workers on the fake clock."""
+    """The runtime the worker handler gets: the bench's, with workers on the fake clock, and their tenant
+    cache too (10 s of it, as on a warm Lambda instance: a real clock would never let it expire in a
+    workload that runs minutes of fake time in seconds)."""
 
     def __init__(self, runtime: Any, clock: Any):
         self._runtime, self._clock = runtime, clock
+        runtime.cached_tenants.clock = lambda: clock().timestamp()
 
     def worker(self, **_: Any) -> Any:
         return self._runtime.worker(clock=self._clock, sleep=self._clock.sleep)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
-
-
-class _FakeMonotonic:
-    """``time`` for ``tickwork.runtime``, whose worker caches a tenant for 60 s of ``time.monotonic()``: here
-    60 s of the fake clock, as on a warm Lambda instance."""
-
-    def __init__(self, clock: Callable[[], datetime]):
-        self._clock = clock
-
-    def monotonic(self) -> float:
-        return self._clock().timestamp()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
 
 
 def _fake_datetime(clock: Callable[[], datetime]) -> type[datetime]:
@@ -276,8 +266,8 @@ class Workload:
     worker: Invocations = field(default_factory=lambda: Invocations(serial=Counter()))
     thread_cpu_s: float = 0.0
     """Own CPU of the worker's batch threads (other than the invoking one), added up across them."""
-    planner: Invocations = field(default_factory=Invocations)
-    planner_idle: Invocations = field(default_factory=Invocations)
+    planner: Invocations = field(default_factory=lambda: Invocations(serial=Counter()))
+    planner_idle: Invocations = field(default_factory=lambda: Invocations(serial=Counter()))
     """The metered ticks that planned nothing (also in ``planner``): what a tick costs whatever the load."""
     runs: int = 0
     planned: list[int] = field(default_factory=list)
@@ -300,6 +290,8 @@ class Workload:
     _stream_read: int = 0
     _pending: list[dict[str, Any]] = field(default_factory=list)
     _opened: datetime | None = None
+    _pool_rounds: Counter[str] = field(default_factory=Counter)
+    """The requests of the planner's thread-pool rounds in the current tick, each round's slowest item's."""
     _written: list[dict[str, Any]] = field(default_factory=list)
 
     def seed(self) -> None:
@@ -377,7 +369,6 @@ class Workload:
             self.job_ids.append(self.runtime.service.create_job(self._tenant, spec, self.clock()).job.job_id)
 
     def run(self) -> None:
-        import tickwork.runtime
         from tickwork.adapters.run_index import DynamoRunIndex
 
         from functions.indexer import handler as indexer_handler
@@ -397,7 +388,6 @@ class Workload:
             mock.patch.object(planner_handler, "runtime", return_value=self.runtime),
             mock.patch.object(indexer_handler, "runtime", return_value=self.runtime),
             mock.patch.object(planner_handler, "datetime", _fake_datetime(self.clock)),
-            mock.patch.object(tickwork.runtime, "time", _FakeMonotonic(self.clock)),
             mock.patch.object(DynamoRunIndex, "_write_batch", noted),
         ):
             # Ticks at :00.5 of every minute up to the window's end (its last fires are planned by then);
@@ -526,17 +516,81 @@ class Workload:
             return None
         return EPOCH + timedelta(microseconds=math.ceil(min(pending) * 1000) + 2)
 
+    @contextmanager
+    def _planner_requests_take_time(self) -> Iterator[None]:
+        """The planner's requests pass its time on the fake clock, as AWS's round trips would (the cost
+        model's latencies), so that its sleep until a moment's sends is what its work before them leaves,
+        as on AWS, not that work's time again. Its own thread's requests pass one after another; the ones
+        it makes side by side on a thread pool (the due shards' queries, a moment's sends) pass in the
+        pool's rounds, each as long as its slowest item, and are noted in ``_pool_rounds``."""
+        from tickwork.app import planner as planner_module
+
+        from bench.cost import Model
+
+        model = Model()
+        latency = {"dynamodb": model.dynamodb_latency_s, "sqs": model.sqs_latency_s}
+        main = threading.main_thread()
+        workload = self
+        self._pool_rounds.clear()
+
+        def waited(made: Counter[str]) -> float:
+            return sum(latency[service] * count for service, count in made.items())
+
+        def passes(event_name: str, **_: Any) -> None:
+            if threading.current_thread() is main:
+                self.clock.advance(seconds=latency[event_name.split(".")[1]])
+
+        class RoundsPool(ThreadPoolExecutor):
+            """The planner's pool: its items run ``max_workers`` at a time, so a map of n items takes
+            ceil(n / max_workers) rounds, each as long as its slowest item's requests."""
+
+            def map(self, fn: Any, *iterables: Any, **kwargs: Any) -> Iterator[Any]:
+                items = list(zip(*iterables, strict=True))
+                made: list[Counter[str]] = [Counter() for _ in items]
+
+                def run(numbered: tuple[int, tuple[Any, ...]]) -> Any:
+                    index, args = numbered
+                    counts = workload.meter.per_thread[threading.get_ident()]
+                    before = Counter(counts)
+                    try:
+                        return fn(*args)
+                    finally:
+                        made[index] = counts - before
+
+                results = list(super().map(run, enumerate(items), **kwargs))
+                workers = self._max_workers
+                for first in range(0, len(items), workers):
+                    slowest = max(made[first : first + workers], key=waited)
+                    workload._pool_rounds.update(slowest)
+                    workload.clock.advance(seconds=waited(slowest))
+                return iter(results)
+
+        clients = (self.runtime.dynamodb, self.runtime.sqs)
+        for client in clients:
+            client.meta.events.register("after-call", passes, unique_id="planner-latency")
+        try:
+            with mock.patch.object(planner_module, "ThreadPoolExecutor", RoundsPool):
+                yield
+        finally:
+            for client in clients:
+                client.meta.events.unregister("after-call", unique_id="planner-latency")
+
     def _tick(self, now: datetime, handler: Any, *, measured: bool) -> None:
         self.clock.now = now
         before = self.meter.tally.snapshot()
+        threads_before = {ident: Counter(counts) for ident, counts in self.meter.per_thread.items()}
         sleeps = len(self.clock.sleeps)
         cpu, aws = time.process_time(), self.aws.process_seconds
-        with captured_output() as output:
+        with captured_output() as output, self._planner_requests_take_time():
             report = handler(
                 {"shards": list(range(self.runtime.settings.due_shards))},
                 _Context("planner", DEPLOYED.planner_memory_mb, DEPLOYED.planner_timeout_seconds),
             )
         own = (time.process_time() - cpu) - (self.aws.process_seconds - aws)
+        main = threading.get_ident()
+        chain = self.meter.per_thread.get(main, Counter()) - threads_before.get(main, Counter())
+        chain.update(self._pool_rounds)
+        slept = sum(self.clock.sleeps[sleeps:])
         if not measured:
             return
         size, lines = _lines(output.getvalue())
@@ -545,7 +599,9 @@ class Workload:
         for part in parts:
             part.count += 1
             part.own_cpu_s += own
-            part.slept_s += sum(self.clock.sleeps[sleeps:])
+            part.slept_s += slept
+            assert part.serial is not None
+            part.serial.update(chain)
             part.log_bytes += size
             part.log_lines += lines
             add_tally(part.tally, tally)

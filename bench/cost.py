@@ -139,8 +139,9 @@ def duration_s(function: dict[str, Any], memory_mb: int, model: Model) -> float:
     dynamodb, sqs = requests_of(function, "dynamodb"), requests_of(function, "sqs")
     cpu = float(function["own_cpu_s"]) + (dynamodb + sqs) * model.botocore_ms / 1000
     stretch = max(1.0, model.vcpu_mb / memory_mb)
-    # The worker's batch threads wait side by side: only the longest chain of round trips is billed.
-    serial = function.get("serial_requests", {"dynamodb": dynamodb, "sqs": sqs})
+    # Threads that wait side by side (the worker's batch, the planner's sends): only the longest chain of
+    # round trips is billed.
+    serial = serial_requests(function)
     waits = serial.get("dynamodb", 0) * model.dynamodb_latency_s + serial.get("sqs", 0) * model.sqs_latency_s
     return float(cpu * stretch + waits + function.get("slept_s", 0.0) + function["count"] * 0.0005)
 
@@ -213,7 +214,19 @@ def combine(a: dict[str, Any], b: dict[str, Any], scale: float) -> dict[str, Any
         kinds = set(a.get(what, {})) | set(b.get(what, {}))
         values = {k: a.get(what, {}).get(k, 0) + scale * b.get(what, {}).get(k, 0) for k in kinds}
         out[what] = {k: v for k, v in sorted(values.items()) if abs(v) > 1e-9}
+    if "serial_requests" in a or "serial_requests" in b:
+        mine, theirs = serial_requests(a), serial_requests(b)
+        services = set(mine) | set(theirs)
+        out["serial_requests"] = {s: mine.get(s, 0) + scale * theirs.get(s, 0) for s in sorted(services)}
     return out
+
+
+def serial_requests(function: dict[str, Any]) -> dict[str, float]:
+    """Requests per service made one after another: as measured, or, where not measured, every request."""
+    measured = function.get("serial_requests")
+    if measured is not None:
+        return dict(measured)
+    return {service: requests_of(function, service) for service in ("dynamodb", "sqs")}
 
 
 def base_tick(shape: dict[str, Any]) -> dict[str, Any] | None:
@@ -646,6 +659,7 @@ def fixed_block(figures: dict[str, Any]) -> str:
     tick = pooled_base_tick(figures)
     parts = tick_dollars(tick, model)
     dynamodb = requests_of(tick, "dynamodb")
+    one_after_another = serial_requests(tick).get("dynamodb", 0)
     billed_ms = duration_s(tick, model.planner_memory_mb, model) * 1000
     platform = model.platform_log_bytes if model.run_path_platform_logs else 0
     log_bytes = tick["log_bytes"] + platform
@@ -657,7 +671,8 @@ def fixed_block(figures: dict[str, Any]) -> str:
         "SQS requests": "none",
         "Lambda requests": f"1 invocation x ${LAMBDA_REQUEST_PRICE * 1e6:.2f} per million",
         "Lambda duration": f"{billed_ms:.0f} ms billed ({tick['own_cpu_s'] * 1000:.1f} ms own CPU x"
-        f" {model.vcpu_mb / model.planner_memory_mb:.2f}, {_num(dynamodb)} DynamoDB requests x"
+        f" {model.vcpu_mb / model.planner_memory_mb:.2f}; of its {_num(dynamodb)} DynamoDB requests,"
+        f" {_num(one_after_another)} one after another, the shard queries four at a time, x"
         f" {model.dynamodb_latency_s * 1000:.0f} ms) x {model.planner_memory_mb / 1024:g} GB x"
         f" ${GB_SECOND_PRICE:.10f}",
         "CloudWatch Logs": f"{log_bytes:.0f} B ({tick['log_bytes']:.0f} B written,"
@@ -911,10 +926,13 @@ def model_block(figures: dict[str, Any]) -> str:
             f"x{m.vcpu_mb / m.worker_memory_mb:.2f}, planner {m.planner_memory_mb} MB "
             f"x{m.vcpu_mb / m.planner_memory_mb:.2f}, this machine's core taken as a Graviton vCPU); plus "
             f"{m.dynamodb_latency_s * 1000:.0f} ms per DynamoDB request and {m.sqs_latency_s * 1000:.0f} ms "
-            "per SQS request the function makes one after another (the planner: all of its requests; the "
-            "worker, which handles a batch's jobs side by side: the invoking thread's and the busiest batch "
-            "thread's, as measured); plus the worker's wait before a fire (the longest of its threads') "
-            "and the planner's sleep between its timed sends (both measured on the fake clock); plus "
+            "per SQS request the function makes one after another, as measured (the planner, which sends a "
+            "moment's batches sixteen at a time: its own thread's requests and its busiest sending "
+            "thread's; the worker, which handles a batch's jobs side by side: the invoking thread's and the "
+            "busiest batch thread's); plus the worker's wait before a fire (the longest of its threads') "
+            "and the planner's sleep between its timed sends (both measured on the fake clock, on which "
+            "the planner's own requests pass that latency, so that its sleep until a moment's sends is "
+            "what its work before them leaves, as on AWS); plus "
             "0.5 ms of billing round-up. The GIL runs one thread at a time, so the CPU of every thread "
             "counts. "
             f"${GB_SECOND_PRICE:.10f} per GB-s (arm64).",
@@ -1155,7 +1173,7 @@ def section(figures: dict[str, Any] | None = None) -> str:
             "## Cost per run: requests and dollars, all-in",
             "",
             f"Command: `{COMMAND}` (rate jobs at steady state through the real planner and worker",
-            "handlers under moto on a fake clock, every request metered; about ten minutes on the",
+            "handlers under moto on a fake clock, every request metered; a few minutes on the",
             "shared two-core machine). It also rewrites the tables of [cost.md](cost.md), which gives the",
             "method, the model for what moto cannot show, the requests per run by kind and what is on the",
             "run path. A planner tick's base is a fixed cost of the planner group (measured on ticks that",

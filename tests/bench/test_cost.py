@@ -215,6 +215,17 @@ def test_the_saved_figures_show_no_transaction_and_no_index_write_by_the_worker(
         assert not any("Transact" in op for op in measured["planner"]["requests"]), name
 
 
+def test_the_saved_figures_read_the_tenant_once_every_ten_seconds_of_the_workloads_clock() -> None:
+    """The workers' tenant cache keeps a tenant 10 s (the contract's most): on the workload's fake clock, so
+    a shape whose worker invocations are 10 s apart or more reads it on every one of them, and the 1-second
+    shapes once every 10 s. Run on the real clock the cache would never expire and the read go unpriced."""
+    figures = json.loads(cost.FIGURES.read_text())
+    for name, measured in figures["shapes"].items():
+        reads = measured["worker"]["requests"].get("dynamodb.GetItem", 0)
+        seconds = measured["worker_seconds"]
+        assert reads >= seconds // max(measured["period"], 10), name
+
+
 def shape_with_idle_ticks() -> dict[str, Any]:
     """``shape()`` with its tick split: two ticks, one that planned the 10 runs and one that planned nothing
     (the base), as the workload meters them."""
