@@ -1,0 +1,148 @@
+"""Pools: runs handed to the tenant's own long-running workers, which claim them, prove they are alive with
+heartbeats, save checkpoints, and complete or fail them.
+
+This module is the pure part: the ``pool`` target, the bodies of the pool routes as they are validated at the
+edge, the lease token that fences a worker's later calls, and the lease's arithmetic. A lease lasts one
+heartbeat timeout from the claim or the last heartbeat, and never past the attempt's hard cap
+(``timeout_seconds``), whatever the heartbeats.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, JsonValue, StringConstraints
+from pydantic_core import PydanticCustomError
+
+from tickwork.domain.models import StrictModel, payload_depth, payload_size
+
+POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,63}$"
+MAX_CHECKPOINT_BYTES = 64 * 1024
+MAX_OUTPUT_BYTES = 16 * 1024
+MAX_STAGE_CHARS = 200
+MAX_CLAIM_RUNS = 10
+MAX_CLAIM_WAIT_SECONDS = 20
+MAX_ATTEMPT_SECONDS = 7 * 86_400
+MAX_JSON_DEPTH = 64
+
+PoolName = Annotated[str, StringConstraints(pattern=POOL_NAME)]
+
+
+def _sized(what: str, limit: int) -> AfterValidator:
+    """A JSON value of at most ``limit`` bytes as stored (compact UTF-8), nested at most 64 levels."""
+
+    def check(value: Any) -> Any:
+        depth = payload_depth(value)
+        if depth > MAX_JSON_DEPTH:
+            raise PydanticCustomError(
+                "invalid_json",
+                "{what} nests {depth} levels deep; the limit is {limit}",
+                {"what": what, "depth": depth, "limit": MAX_JSON_DEPTH},
+            )
+        try:
+            size = payload_size(value)
+        except ValueError as error:  # NaN, Infinity, or a lone surrogate UTF-8 cannot encode
+            raise PydanticCustomError(
+                "invalid_json", "{what} holds a value JSON cannot carry", {"what": what}
+            ) from error
+        if size > limit:
+            raise PydanticCustomError(
+                "payload_too_large",
+                "{what} is {size} bytes once serialized; the limit is {limit}",
+                {"what": what, "size": size, "limit": limit},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+Checkpoint = Annotated[JsonValue, _sized("checkpoint", MAX_CHECKPOINT_BYTES)]
+Output = Annotated[JsonValue, _sized("output", MAX_OUTPUT_BYTES)]
+
+
+class PoolTarget(StrictModel):
+    """A run of this job waits for a worker of ``pool`` to claim it."""
+
+    type: Literal["pool"]
+    pool: PoolName
+    heartbeat_timeout_seconds: int = Field(60, ge=10, le=600)
+    timeout_seconds: int = Field(3600, ge=1, le=MAX_ATTEMPT_SECONDS)
+
+
+# --- the routes' bodies -------------------------------------------------------------------------------------
+class ClaimRequest(StrictModel):
+    worker_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:@/-]+$")
+    max_runs: int = Field(1, ge=1, le=MAX_CLAIM_RUNS)
+    wait_seconds: int = Field(MAX_CLAIM_WAIT_SECONDS, ge=0, le=MAX_CLAIM_WAIT_SECONDS)
+
+
+class HeartbeatRequest(StrictModel):
+    lease_token: str = Field(min_length=1, max_length=128)
+    progress: float | None = Field(None, ge=0, le=1)
+    stage: str | None = Field(None, max_length=MAX_STAGE_CHARS)
+    checkpoint: Checkpoint | None = None
+
+
+class CompleteRequest(StrictModel):
+    lease_token: str = Field(min_length=1, max_length=128)
+    output: Output | None = None
+
+
+class FailureDetail(StrictModel):
+    code: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    message: str = Field("", max_length=1000)
+
+
+class FailRequest(StrictModel):
+    lease_token: str = Field(min_length=1, max_length=128)
+    error: FailureDetail
+    retryable: bool = True
+
+
+# --- the lease ----------------------------------------------------------------------------------------------
+_TOKEN = re.compile(r"^(?P<fence>[1-9][0-9]{0,17})\.(?P<secret>[A-Za-z0-9_-]{22})$")
+
+
+def new_lease_token(fencing_token: int, secret: str | None = None) -> str:
+    """``<fencing token>.<22 random characters>``: the number orders the run's attempts (a later claim's is
+    higher), the random part keeps a token from being guessed from the run's history."""
+    if fencing_token < 1:
+        raise ValueError("a lease's fencing token starts at 1")
+    return f"{fencing_token}.{secret if secret is not None else secrets.token_urlsafe(16)}"
+
+
+def fencing_token_of(lease_token: str) -> int | None:
+    """The fencing token a lease token carries; None for anything that is not a lease token."""
+    matched = _TOKEN.match(lease_token)
+    return int(matched.group("fence")) if matched else None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A claimed attempt's lease: when it lapses without a heartbeat, and when the attempt must end."""
+
+    expires_at: datetime
+    deadline: datetime
+
+    @classmethod
+    def claimed(cls, target: PoolTarget, now: datetime) -> Lease:
+        deadline = now + timedelta(seconds=target.timeout_seconds)
+        return cls(min(now + timedelta(seconds=target.heartbeat_timeout_seconds), deadline), deadline)
+
+    def renewed(self, target: PoolTarget, now: datetime) -> Lease:
+        """After a heartbeat at ``now``: one heartbeat timeout more, never past the deadline."""
+        return Lease(
+            min(now + timedelta(seconds=target.heartbeat_timeout_seconds), self.deadline), self.deadline
+        )
+
+    def lapsed(self, now: datetime) -> Literal["heartbeat_timeout", "timeout"] | None:
+        """Why the attempt is over at ``now``, if it is: its hard cap reached, or a heartbeat missed."""
+        if now >= self.deadline:
+            return "timeout"
+        if now >= self.expires_at:
+            return "heartbeat_timeout"
+        return None
