@@ -22,8 +22,19 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
-from tickwork.api.schemas import HealthOut, JobOut, JobPage, PreviewResponse, RunOut, RunPage, StatsOut
+from tickwork.api.schemas import (
+    ClaimOut,
+    HealthOut,
+    HeartbeatOut,
+    JobOut,
+    JobPage,
+    PreviewResponse,
+    RunOut,
+    RunPage,
+    StatsOut,
+)
 from tickwork.domain.models import STORED, JobPatch, JobSpec, JobStatus, RunStatus
+from tickwork.domain.pools import MAX_CLAIM_WAIT_SECONDS
 
 from tickwork_client.errors import ClientError, UnexpectedResponse, Unreachable, api_error
 from tickwork_client.retry import RetryPolicy, parse_retry_after, retryable_status
@@ -247,6 +258,66 @@ class Client:
         first may have started an attempt, and a second would start another."""
         return _read(RunOut, self._request("POST", _path("runs", run_id, "retry"), repeatable=False))
 
+    def cancel_run(self, run_id: str) -> RunOut:
+        """Ask the run to stop. A queued run is cancelled at once; a running one ends CANCELLED once its
+        worker sees ``cancel_requested`` at its next heartbeat and stops. It is not retried."""
+        return _read(RunOut, self._request("POST", _path("runs", run_id, "cancel")))
+
+    # --- pools: the routes of a pool's worker (``tickwork_client.worker.PoolWorker`` drives them) -----------
+    def claim(
+        self, pool: str, *, worker_id: str, max_runs: int = 1, wait_seconds: int = MAX_CLAIM_WAIT_SECONDS
+    ) -> ClaimOut:
+        """Up to ``max_runs`` runs of ``pool`` for this worker, each with its lease token. A long poll: the
+        API answers when a run comes or after ``wait_seconds``, with no runs then. Its timeout is the wait
+        plus the client's ``timeout``, so a wait that ends empty is never mistaken for a lost answer.
+
+        Sent again after a 5xx or a lost answer: runs leased by an answer that never arrived lapse after their
+        heartbeat timeout whether or not the claim is repeated, and the repeat takes other runs."""
+        body = {"worker_id": worker_id, "max_runs": max_runs, "wait_seconds": wait_seconds}
+        answer = self._request(
+            "POST", _path("pools", pool, "claim"), body=body, timeout=wait_seconds + self.timeout
+        )
+        return _read(ClaimOut, answer)
+
+    def heartbeat(
+        self,
+        run_id: str,
+        *,
+        lease_token: str,
+        progress: float | None = None,
+        stage: str | None = None,
+        checkpoint: Any = None,
+    ) -> HeartbeatOut:
+        """Keep the lease of a claimed run: it is extended by one heartbeat timeout. ``progress`` (0 to 1),
+        ``stage`` and ``checkpoint`` (any JSON) are saved when given. A field left ``None`` is not sent, so
+        the run keeps its last value: a heartbeat never erases a checkpoint. The answer says whether the run
+        was asked to stop (``cancel_requested``). :class:`LeaseLost` when the token is no longer the run's."""
+        fields = {"progress": progress, "stage": stage, "checkpoint": checkpoint}
+        body = {"lease_token": lease_token, **_given_fields(fields)}
+        return _read(HeartbeatOut, self._request("POST", _path("runs", run_id, "heartbeat"), body=body))
+
+    def complete(self, run_id: str, *, lease_token: str, output: Any = None) -> RunOut:
+        """The attempt succeeded, with ``output`` (any JSON, not sent when ``None``). :class:`LeaseLost` when
+        the token is no longer the run's: another attempt may be under way, and nothing changed.
+
+        Sent again after a 5xx or a lost answer, as losing a completion would have the work done again. A
+        repeat whose first send did land is answered ``LeaseLost`` (the run has ended); ``get_run`` tells."""
+        body = {"lease_token": lease_token, **_given_fields({"output": output})}
+        return _read(RunOut, self._request("POST", _path("runs", run_id, "complete"), body=body))
+
+    def fail(
+        self, run_id: str, *, lease_token: str, code: str, message: str = "", retryable: bool = True
+    ) -> RunOut:
+        """The attempt failed with the error ``code`` (``[A-Za-z0-9._-]``, up to 64 characters) and
+        ``message``. The job's retry policy decides what follows; ``retryable=False`` ends the run FAILED.
+        :class:`LeaseLost` when the token is no longer the run's (sent again like :meth:`complete`)."""
+        body = {
+            "lease_token": lease_token,
+            "error": {"code": code, "message": message},
+            "retryable": retryable,
+        }
+        return _read(RunOut, self._request("POST", _path("runs", run_id, "fail"), body=body))
+
     # --- read-only ------------------------------------------------------------------------------------------
     def preview(
         self,
@@ -281,9 +352,11 @@ class Client:
         query: Mapping[str, object] | None = None,
         headers: Mapping[str, str] | None = None,
         repeatable: bool = True,
+        timeout: float | None = None,
     ) -> Answer:
         """Send until a 2xx, an error not worth retrying, or the retry policy says stop; raise the last
-        error. ``repeatable``: sending the request twice has the effect of sending it once."""
+        error. ``repeatable``: sending the request twice has the effect of sending it once. ``timeout``: this
+        request's, in place of the client's."""
         url = self._url(path, query)
         data = json.dumps(_json_of(body), allow_nan=False).encode() if body is not None else None
         all_headers = {
@@ -297,7 +370,14 @@ class Client:
         attempt = 0
         while True:
             attempt += 1
-            outcome = self._attempt(method, url, data, all_headers, repeatable=repeatable)
+            outcome = self._attempt(
+                method,
+                url,
+                data,
+                all_headers,
+                repeatable=repeatable,
+                timeout=self.timeout if timeout is None else timeout,
+            )
             if isinstance(outcome, Answer):
                 return outcome
             outcome.error.attempts = attempt
@@ -309,14 +389,21 @@ class Client:
             self._sleep(delay)
 
     def _attempt(
-        self, method: str, url: str, data: bytes | None, headers: Mapping[str, str], *, repeatable: bool
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: Mapping[str, str],
+        *,
+        repeatable: bool,
+        timeout: float,
     ) -> Answer | Failure:
         """One send: the 2xx answer, or what went wrong."""
         request = urllib.request.Request(url, data=data, headers=dict(headers), method=method)  # noqa: S310 - http(s) checked
         try:
-            answer = self._exchange(request)
+            answer = self._exchange(request, timeout)
         except TRANSPORT_ERRORS as error:
-            unreachable = Unreachable(f"{method} {url}: {_reason(error, self.timeout)}")
+            unreachable = Unreachable(f"{method} {url}: {_reason(error, timeout)}")
             unreachable.__cause__ = error
             # A refused connection sent nothing, so any request may go again.
             return Failure(unreachable, retry=repeatable or _connection_refused(error))
@@ -326,9 +413,9 @@ class Client:
         refusal = api_error(answer.status, answer.body, answer.headers, retry_after=wait)
         return Failure(refusal, retry=retryable_status(answer.status, repeatable=repeatable), wait=wait)
 
-    def _exchange(self, request: urllib.request.Request) -> Answer:
+    def _exchange(self, request: urllib.request.Request, timeout: float) -> Answer:
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=timeout) as response:
                 return Answer(response.status, response.headers, response.read())
         except urllib.error.HTTPError as error:  # an answer, with a status other than 2xx
             with error:
@@ -355,6 +442,11 @@ def _json_of(value: Body) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_unset=True)
     return to_jsonable_python(value)
+
+
+def _given_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields that have a value: ``None`` means "not given", never "set to null"."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _given(body: Body, field: str) -> bool:

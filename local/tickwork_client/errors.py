@@ -73,6 +73,12 @@ class Conflict(ApiError):
     """409: the name is taken, the version moved on, or the job or run is in the wrong state."""
 
 
+class LeaseLost(Conflict):
+    """409 ``lease_lost``: the lease token of a heartbeat, complete or fail is no longer the run's. The lease
+    lapsed (no heartbeat within the heartbeat timeout) or the run ended, and the run may already be another
+    worker's: this worker can change nothing of it and should stop working on it."""
+
+
 class RateLimited(ApiError):
     """429: the tenant's API rate limit. ``retry_after`` is the wait the API asked for, in seconds."""
 
@@ -95,7 +101,15 @@ ERROR_BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
-def error_class(status: int) -> type[ApiError]:
+# Error codes that need handling of their own, under the status they come with.
+ERROR_BY_CODE: dict[tuple[int, str], type[ApiError]] = {
+    (HTTPStatus.CONFLICT, "lease_lost"): LeaseLost,
+}
+
+
+def error_class(status: int, code: str | None = None) -> type[ApiError]:
+    if code is not None and (status, code) in ERROR_BY_CODE:
+        return ERROR_BY_CODE[status, code]
     if status >= HTTPStatus.INTERNAL_SERVER_ERROR:
         return ServerError
     return ERROR_BY_STATUS.get(status, ApiError)
@@ -104,12 +118,12 @@ def error_class(status: int) -> type[ApiError]:
 def api_error(status: int, body: bytes, headers: Message, *, retry_after: float | None = None) -> ApiError:
     """The exception for an error answer. Bodies not in the API's shape (API Gateway's ``{"message"}``, a
     proxy's page, a redirect) keep what they say under a code made from the status."""
-    cls = error_class(status)
     request_id = headers.get(REQUEST_ID_HEADER)
     try:
         info: ErrorInfo | None = ErrorBody.model_validate_json(body).error
     except ValidationError:
         info = None
+    cls = error_class(status, info.code if info is not None else None)
     if info is not None:
         error = cls(status, info.code, info.message, info.field, tuple(info.details), request_id)
     else:

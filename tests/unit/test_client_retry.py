@@ -11,6 +11,7 @@ from tickwork_client.errors import (
     ApiError,
     Conflict,
     InvalidRequest,
+    LeaseLost,
     NotFound,
     RateLimited,
     ServerError,
@@ -124,6 +125,20 @@ def test_each_status_has_its_exception(status: int, kind: type[ApiError]) -> Non
     error = api_error(status, ERROR, headers())
     assert type(error) is kind
     assert (error.status, error.code, error.field) == (status, "invalid_schedule", "schedule.expression")
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kind"),
+    [
+        (409, "lease_lost", LeaseLost),  # a Conflict of its own: the worker stops, nothing else does
+        (409, "version_conflict", Conflict),
+        (500, "lease_lost", ServerError),  # the code picks the exception only under its own status
+        (400, "lease_lost", InvalidRequest),
+    ],
+)
+def test_some_codes_have_their_own_exception(status: int, code: str, kind: type[ApiError]) -> None:
+    body = b'{"error": {"code": "%s", "message": "-"}}' % code.encode()
+    assert type(api_error(status, body, headers())) is kind
 
 
 def test_the_message_names_the_field_and_the_request() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, JsonValue, StringConstraints
 
 from tickwork.app.service import JobDetails, Preview, TenantStats
 from tickwork.domain.describe import describe_schedule
@@ -148,3 +148,32 @@ class StatsOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: str
+
+
+# --- pools: what a worker of a pool is answered (complete and fail answer with the run, a RunOut) -----------
+class ClaimedRunOut(BaseModel):
+    """A run a worker claimed: everything it needs to do the work, resume it, and fence its later calls."""
+
+    run_id: str
+    job_id: str
+    attempt: int = Field(description="The attempt this claim starts, 1 for the first")
+    scheduled_for: Instant
+    payload: JsonValue = None
+    lease_token: str = Field(description="Sent with every heartbeat, complete and fail of this attempt")
+    lease_expires_at: Instant = Field(
+        description="When the lease lapses without a heartbeat: one heartbeat timeout after the claim"
+    )
+    progress: float | None = Field(None, description="The last progress saved; null on a first attempt")
+    stage: str | None = Field(None, description="The last stage saved; null on a first attempt")
+    checkpoint: JsonValue = Field(None, description="The last checkpoint saved, to resume from")
+
+
+class ClaimOut(BaseModel):
+    runs: list[ClaimedRunOut] = Field(description="Empty when no run came within the wait")
+
+
+class HeartbeatOut(BaseModel):
+    lease_expires_at: Instant = Field(description="The lease, extended by one heartbeat timeout")
+    cancel_requested: bool = Field(
+        description="The run was asked to stop (POST /v1/runs/{run_id}/cancel): end the work"
+    )
