@@ -7,6 +7,8 @@
     for run in client.iter_runs(job.job_id):
         print(run.run_id, run.status)
 
+A pool's worker (``PoolWorker``) claims the runs of jobs whose target is ``{"type": "pool", ...}``.
+
 See ``docs/client.md``.
 """
 
@@ -30,6 +32,7 @@ from tickwork_client.errors import (
     Unreachable,
 )
 from tickwork_client.retry import NO_RETRIES, RetryPolicy
+from tickwork_client.worker import Interrupted, PermanentFailure, PoolWorker, RunContext
 
 __all__ = [
     "NO_RETRIES",
@@ -37,11 +40,15 @@ __all__ = [
     "Client",
     "ClientError",
     "Conflict",
+    "Interrupted",
     "InvalidRequest",
     "LeaseLost",
     "NotFound",
+    "PermanentFailure",
+    "PoolWorker",
     "RateLimited",
     "RetryPolicy",
+    "RunContext",
     "ServerError",
     "Unauthorized",
     "UnexpectedResponse",
