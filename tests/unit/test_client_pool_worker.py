@@ -4,6 +4,7 @@ when a handler returns, raises, runs long, is cancelled, loses its lease or is s
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -14,6 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -517,6 +520,58 @@ def test_a_signal_stops_a_worker_process_cleanly(signum: int, mode: str, status:
         if mode == "hang":
             assert run.attempts[0]["error_code"] == "worker_stopped"
             assert run.checkpoint == {"step": 1}
+
+
+# --- the example in docs/examples ---------------------------------------------------------------------------
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "pool_worker.py"
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("examples_pool_worker", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_resumes_after_the_last_step_saved_when_its_worker_dies(
+    api: FakePoolApi, client: Client, clock: ManualTime, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = load_example()
+    run_id = api.add_run(example.POOL, payload={"steps": 8, "step_seconds": 1}, heartbeat_timeout_seconds=10)
+    frozen = ManualTime(START)  # the first worker's host: its time stops when it is killed
+    first = make_worker(client, frozen, worker_id="w-1")
+    first.register(example.POOL, example.work)
+    second = make_worker(client, clock, worker_id="w-2")
+    second.register(example.POOL, example.work)
+
+    with running(first):
+        [ctx] = eventually(first.active_runs)
+        for step in range(1, 5):  # 4 s: one heartbeat (due at 3.3 s) has saved step 3 or 4
+            eventually(reaches(lambda: len(frozen.waits_of("tickwork-run")), step), what=f"step {step}")
+            frozen.advance(1)
+            clock.advance(1)
+        eventually(lambda: (ctx.checkpoint or {}).get("done") == 4, what="step 4 done")
+        saved = eventually(lambda: api.run(run_id).checkpoint, what="a checkpoint saved")
+        assert saved["done"] in (3, 4)
+        token = api.run(run_id).lease_token
+        clock.advance(11)  # killed: no more heartbeats, and the lease lapses
+        with running(second):
+            for step in range(1, 9 - saved["done"]):
+                eventually(reaches(lambda: len(clock.waits_of("tickwork-run")), step), what=f"step {step}")
+                clock.advance(1)
+            eventually(lambda: status_of(api, run_id) is RunStatus.SUCCEEDED)
+        assert api.run(run_id).output == {
+            "steps": 8,
+            "total": sum(range(1, 9)),
+            "attempt": 2,
+            "resumed_from": saved["done"],
+        }
+        frozen.advance(10)  # the killed worker can change nothing any more
+        eventually(lambda: ctx.lost)
+    assert f"attempt 2: resuming after step {saved['done']} of 8" in capsys.readouterr().out
+    assert all(seen.token != token for seen in api.seen("complete") + api.seen("fail"))
 
 
 # --- claiming -----------------------------------------------------------------------------------------------
