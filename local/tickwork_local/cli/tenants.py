@@ -49,10 +49,15 @@ def create(
             metavar="N", min=1, show_default=False, help="most jobs the tenant may have (default 10000)"
         ),
     ] = None,
-    max_in_flight: Annotated[
+    max_concurrent_runs: Annotated[
         int | None,
         typer.Option(
-            metavar="N", min=1, show_default=False, help="most runs running at once (default: no limit)"
+            "--max-concurrent-runs",
+            "--max-in-flight",
+            metavar="N",
+            min=1,
+            show_default=False,
+            help="most runs running at once (default: no limit; --max-in-flight is its older name)",
         ),
     ] = None,
     api_requests_per_second: Annotated[
@@ -118,7 +123,7 @@ def create(
             tenant_id=name,
             name=display_name or name,
             max_jobs=max_jobs or settings.default_max_jobs,
-            max_in_flight=max_in_flight,
+            max_concurrent_runs=max_concurrent_runs,
             api_requests_per_second=api_requests_per_second or DEFAULT_API_REQUESTS_PER_SECOND,
             signing_secret=new_signing_secret(),
             created_at=datetime.now(UTC),

@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 
 from tickwork import tables
 from tickwork.adapters.dynamo import from_item, to_item, transact
-from tickwork.domain.tenants import Principal, RateWindow, Tenant, hash_token
+from tickwork.domain.tenants import LEGACY_MAX_IN_FLIGHT, Principal, RateWindow, Tenant, hash_token
 from tickwork.errors import NotFound, RateLimited
 
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ class DynamoTenantStore:
         item = self._get(tables.tenant_key(tenant_id))
         if item is None:
             raise NotFound(f"tenant {tenant_id!r} not found")
-        return Tenant.model_validate(
-            {key: value for key, value in item.items() if key in Tenant.model_fields}
-        )
+        return tenant_of(item)
 
     def by_token(self, token: str) -> Principal | None:
         """A DynamoDB key lookup on the token's hash: no stored secret is ever compared byte by byte."""
@@ -83,6 +81,13 @@ class DynamoTenantStore:
         return from_item(response["Item"]) if "Item" in response else None
 
 
+def tenant_of(item: dict[str, Any]) -> Tenant:
+    """The tenant a stored item holds, whichever names it was written with (``max_in_flight`` before
+    ``max_concurrent_runs``); the item's other attributes (its job count) are not the tenant's."""
+    return Tenant.model_validate({key: value for key, value in item.items() if key in _TENANT_ATTRIBUTES})
+
+
+_TENANT_ATTRIBUTES = frozenset({*Tenant.model_fields, LEGACY_MAX_IN_FLIGHT})
 # An idle tenant's counter expires after this long; the next request starts a new one.
 COUNTER_LIFETIME = timedelta(days=1)
 # Increment, else open the window, else (another request opened it first) increment again.
