@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,8 @@ DEFAULT_API_REQUESTS_PER_SECOND = 50
 MAX_API_REQUESTS_PER_SECOND = 10_000
 MAX_RUNS_PER_SECOND = 10_000
 MAX_BURST = 100_000
+# The label of a tenant's first token (``tickwork tenants create``, the local stack's tenants).
+DEFAULT_TOKEN_LABEL = "default"  # noqa: S105 - a label, not a token
 # The name items written before the contract's ``max_concurrent_runs`` give the same limit.
 LEGACY_MAX_IN_FLIGHT = "max_in_flight"
 # Fixed windows of one second: the counter is one item, and a refused client waits at most a second.
@@ -115,6 +117,31 @@ class TenantChanges(StrictModel):
     def given(self) -> dict[str, Any]:
         """The fields given, with their values (None to clear)."""
         return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+@dataclass(frozen=True)
+class TenantRecord:
+    """A tenant as an operator sees it: its settings and how many jobs count against ``max_jobs``."""
+
+    tenant: Tenant
+    job_count: int = 0
+
+
+@dataclass(frozen=True)
+class TenantPage:
+    items: list[TenantRecord]
+    next_cursor: str | None
+    """The tenant id to start the next page after; None on the last page."""
+
+
+@dataclass(frozen=True)
+class RotatedToken:
+    """A tenant's new API token (shown once, never stored) and how many tokens it replaced."""
+
+    tenant_id: str
+    label: str
+    token: str = field(repr=False)
+    revoked: int = 0
 
 
 class Principal(StrictModel):
