@@ -322,3 +322,32 @@ def test_rotate_token_refusals_write_nothing(
     assert (result.code, message in result.err) == (code, True), result.err
     assert "tw_" not in result.out + result.err
     assert scan_all(dynamodb, TABLE) == before
+
+
+# --- the local stack's tenants ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "tenants", "message"),
+    [
+        (["--tenant-setting", "burst=5"], None, "--tenant-setting: burst: burst 5 needs max_runs_per_second"),
+        (["--tenant-setting", "api=5"], None, "--tenant-setting: 'api=5' is not SETTING=VALUE"),
+        ([], "acme:tw_a:max_jobs=0", "TICKWORK_LOCAL_TENANTS entry acme: max_jobs: Input should be greater"),
+        ([], "acme", "TICKWORK_LOCAL_TENANTS entry 'acme' is not tenant:token"),
+        (
+            ["--tenant-setting", "burst=50"],
+            "acme:tw_a:max_runs_per_second=100",
+            "entry acme with --tenant-setting: burst: burst 50 is below max_runs_per_second 100",
+        ),
+        (
+            [],
+            "acme:tw_a:burst=5",
+            "entry acme with --tenant-setting: burst: burst 5 needs max_runs_per_second",
+        ),
+    ],
+)
+def test_local_refuses_bad_tenant_settings_before_it_starts(
+    argv: list[str], tenants: str | None, message: str
+) -> None:
+    # Port 1 cannot be bound: had the settings passed, the command would stop there rather than start.
+    result = invoke("local", "--ephemeral", "--port", "1", *argv, env={"TICKWORK_LOCAL_TENANTS": tenants})
+    assert result.code == 2, result.err
+    assert message in result.err
