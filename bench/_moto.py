@@ -81,7 +81,7 @@ def moto_runtime(*, max_in_flight: int | None = None, **settings: Any) -> Iterat
                 signing_secret="bench-secret",  # noqa: S106 - a throwaway secret
                 created_at=datetime(2026, 1, 1, tzinfo=UTC),
                 max_jobs=1_000_000,
-                max_in_flight=max_in_flight,
+                max_concurrent_runs=max_in_flight,
             )
             DynamoTenantStore(dynamodb, table=config.tenants_table).put(tenant, token=TOKEN)
             yield current

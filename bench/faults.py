@@ -213,7 +213,7 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
                         signing_secret="secret-acme",  # noqa: S106 - a throwaway secret
                         created_at=datetime(2026, 1, 1, tzinfo=UTC),
                         max_jobs=10_000,
-                        max_in_flight=10_000,
+                        max_concurrent_runs=10_000,
                     ),
                     token="tw_acme",  # noqa: S106 - a throwaway token
                 )

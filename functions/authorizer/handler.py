@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
     APIGatewayAuthorizerTokenEvent,
 )
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from tickwork.domain.tenants import parse_bearer
+from tickwork.domain.tenants import hash_token, parse_bearer
 from tickwork.observability import logger, tracer
 from tickwork.runtime import runtime
 
@@ -33,7 +33,7 @@ def authorize(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, An
     event = APIGatewayAuthorizerTokenEvent(raw_event)
     token = parse_bearer(event.authorization_token)
     principal = runtime().tenants.by_token(token) if token else None
-    if principal is None:
+    if principal is None or token is None:
         logger.debug("token refused")
         return None
     arn = event.parsed_arn
@@ -43,13 +43,17 @@ def authorize(raw_event: dict[str, Any], context: LambdaContext) -> dict[str, An
         aws_account_id=arn.aws_account_id,
         api_id=arn.api_id,
         stage=arn.stage,
-        # The API counts requests against this limit without reading the tenant again.
+        # Who the token is, nothing that may change: API Gateway keeps this answer for minutes. The API reads
+        # the token's item (by this hash) and the tenant on every request, so a token revoked, a tenant
+        # disabled or a limit changed meanwhile takes effect at once.
         context={
             "tenant_id": principal.tenant.tenant_id,
             "actor": principal.actor,
-            "api_requests_per_second": principal.tenant.api_requests_per_second,
+            "token_hash": hash_token(token),
         },
     )
-    # Results are cached per token, so the policy must cover every route, not just this one.
+    # Results are cached per token, so the policy must cover every route, not just this one. A disabled
+    # tenant is allowed here and refused by the API (403 tenant_disabled), so no cached answer outlives an
+    # operator's enable or disable.
     policy.allow_all_routes()
     return policy.asdict()

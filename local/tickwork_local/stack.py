@@ -25,11 +25,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwork_local.console import Console
 from tickwork_local.datadir import private_directory, private_open, write_private
 from tickwork_local.journal import JOURNAL_FILE
+
+if TYPE_CHECKING:
+    from tickwork.domain.tenants import Tenant
 
 LOCAL_REGION = "us-east-1"
 LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pile up: keep few in flight
@@ -128,15 +131,124 @@ class SweepTotals:
             self.repaired += report.swept
 
 
-def parse_tenants(spec: str) -> list[tuple[str, str]]:
-    """``acme:token-a,globex:token-b`` -> [("acme", "token-a"), ("globex", "token-b")]."""
-    pairs = []
+TENANTS_VARIABLE = "TICKWORK_LOCAL_TENANTS"
+# The settings a local tenant may be given at start (``tickwork tenants update`` changes them later).
+TENANT_SETTINGS = (
+    "api_requests_per_second",
+    "max_jobs",
+    "max_concurrent_runs",
+    "max_runs_per_second",
+    "burst",
+    "disabled",
+)
+# The settings that take ``none`` (no limit).
+OPTIONAL_SETTINGS = frozenset({"max_concurrent_runs", "max_runs_per_second", "burst"})
+NO_LIMIT = "none"
+
+
+@dataclass(frozen=True)
+class LocalTenant:
+    """A tenant of ``TICKWORK_LOCAL_TENANTS``: its id, its token, and the settings its entry gives."""
+
+    tenant_id: str
+    token: str = field(repr=False)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SeededTenant:
+    """A local tenant as the stack started it, for the banner."""
+
+    tenant_id: str
+    token: str = field(repr=False)
+    signing_secret: str = field(repr=False)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_tenants(spec: str) -> list[LocalTenant]:
+    """``acme:token-a,globex:token-b:api_requests_per_second=500:max_jobs=100``: each entry is a tenant, its
+    token, and any settings of it, ``:`` apart. Raises :class:`TenantSettingsError` naming the entry at
+    fault."""
+    tenants = []
     for entry in filter(None, (part.strip() for part in spec.split(","))):
-        tenant_id, sep, token = entry.partition(":")
-        if not sep or not tenant_id or not token:
-            raise ValueError(f"TICKWORK_LOCAL_TENANTS entry {entry!r} is not tenant:token")
-        pairs.append((tenant_id.strip(), token.strip()))
-    return pairs
+        tenant_id, _, rest = entry.partition(":")
+        token, *settings = (part.strip() for part in rest.split(":"))
+        if not tenant_id.strip() or not token:
+            raise TenantSettingsError(
+                f"{TENANTS_VARIABLE} entry {entry!r} is not tenant:token, or tenant:token:setting=value..."
+            )
+        where = f"{TENANTS_VARIABLE} entry {tenant_id.strip()}"
+        # Each in its bounds; with --tenant-setting's they make the tenant's, checked whole at start.
+        tenants.append(
+            LocalTenant(tenant_id.strip(), token, parse_settings(settings, where=where, whole=False))
+        )
+    return tenants
+
+
+class TenantSettingsError(ValueError):
+    """A local tenant's settings, as given at start, are refused; the message says where and why."""
+
+
+def parse_settings(texts: list[str], *, where: str, whole: bool = True) -> dict[str, Any]:
+    """``["api_requests_per_second=500", "max_concurrent_runs=none", "disabled=false"]`` -> the settings,
+    each checked as ``tickwork tenants update`` checks it, and (``whole``) together as a new tenant's.
+    Raises :class:`TenantSettingsError` saying ``where`` and what is wrong."""
+    settings: dict[str, Any] = {}
+    for text in texts:
+        name, equals, value = (part.strip() for part in text.partition("="))
+        if not equals or name not in TENANT_SETTINGS:
+            raise TenantSettingsError(
+                f"{where}: {text!r} is not SETTING=VALUE with a setting among {', '.join(TENANT_SETTINGS)}"
+            )
+        if name == "disabled":
+            if value.lower() not in ("true", "false"):
+                raise TenantSettingsError(f"{where}: disabled is true or false, not {value!r}")
+            settings[name] = value.lower() == "true"
+        elif value.lower() == NO_LIMIT and name in OPTIONAL_SETTINGS:
+            settings[name] = None
+        elif value.isdigit():
+            settings[name] = int(value)
+        else:
+            allowed = f"a whole number or {NO_LIMIT}" if name in OPTIONAL_SETTINGS else "a whole number"
+            raise TenantSettingsError(f"{where}: {name} is {allowed}, not {value!r}")
+    if whole:
+        check_settings(settings, where=where)
+    else:
+        check_settings(settings, where=where, tenant=None, alone=True)
+    return settings
+
+
+def check_settings(
+    settings: Mapping[str, Any], *, where: str, tenant: Tenant | None = None, alone: bool = False
+) -> None:
+    """Raise :class:`TenantSettingsError` unless ``settings`` may be applied to ``tenant`` (a stored one), or
+    given to a new tenant: each in its bounds, a burst with a rate and not below it. ``alone``: each in its
+    bounds only (settings that others may complete)."""
+    from pydantic import ValidationError
+    from tickwork.domain.tenants import Tenant, TenantChanges
+
+    try:
+        changes = TenantChanges.model_validate(settings)
+        if alone:
+            return
+        if tenant is not None:
+            tenant.changed(changes)
+            return
+        # As a new tenant would have them: a burst without a rate, or below it, is refused here.
+        Tenant.model_validate(
+            {
+                "tenant_id": "local",
+                "name": "local",
+                "signing_secret": "-",
+                "created_at": datetime.now(UTC),
+                **settings,
+            }
+        )
+    except ValidationError as error:
+        first = error.errors()[0]
+        named = ".".join(str(part) for part in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise TenantSettingsError(f"{where}: {named}: {message}") from None
 
 
 @contextmanager
@@ -170,9 +282,12 @@ class LocalStack:
         tick_seconds: float,
         workers: int,
         batch_size: int = 10,
+        tenant_settings: Mapping[str, Any] | None = None,
         out: TextIO = sys.stdout,
     ):
         self.host = host
+        # Settings of every local tenant at start (``--tenant-setting``); an entry's own win over them.
+        self.tenant_settings = dict(tenant_settings or {})
         self.port = port
         self.quiet = quiet
         self.data_dir = Path(data_dir) if data_dir else None
@@ -450,30 +565,41 @@ class LocalStack:
         finally:
             os.close(directory)
 
-    def seed_tenants(self) -> list[tuple[str, str, str]]:
-        """(tenant id, token, signing secret) for each local tenant; the secret signs its webhooks."""
+    def seed_tenants(self) -> list[SeededTenant]:
+        """Each local tenant with its token and signing secret (which signs its webhooks). A tenant new to the
+        tables is written with the settings given at start; one restored from the data directory gets them
+        too, and keeps its others as they were (changed by ``tickwork tenants update``, say)."""
         import boto3
         from tickwork.adapters.tenants import DynamoTenantStore
         from tickwork.config import Settings
-        from tickwork.domain.tenants import Tenant, new_signing_secret
+        from tickwork.domain.tenants import Tenant, TenantChanges, new_signing_secret
 
         store = DynamoTenantStore(boto3.client("dynamodb"), table=Settings.from_env(os.environ).tenants_table)
-        spec = os.environ.get("TICKWORK_LOCAL_TENANTS")
-        pairs = parse_tenants(spec) if spec else [("default", self.default_token())]
+        spec = os.environ.get(TENANTS_VARIABLE)
+        wanted = parse_tenants(spec) if spec else [LocalTenant("default", self.default_token())]
         seeded = []
-        for tenant_id, token in pairs:
-            principal = store.by_token(token)
+        for local in wanted:
+            settings = {**self.tenant_settings, **local.settings}
+            where = f"the settings of local tenant {local.tenant_id}"
+            principal = store.by_token(local.token)
+            check_settings(settings, where=where, tenant=principal.tenant if principal else None)
             if principal is None:
-                tenant = Tenant(
-                    tenant_id=tenant_id,
-                    name=tenant_id,
-                    signing_secret=os.environ.get("TICKWORK_LOCAL_SIGNING_SECRET") or new_signing_secret(),
-                    created_at=datetime.now(UTC),
+                secret = os.environ.get("TICKWORK_LOCAL_SIGNING_SECRET") or new_signing_secret()
+                tenant = Tenant.model_validate(
+                    {
+                        "tenant_id": local.tenant_id,
+                        "name": local.tenant_id,
+                        "signing_secret": secret,
+                        "created_at": datetime.now(UTC),
+                    }
+                    | settings
                 )
-                store.put(tenant, token=token)
-                seeded.append((tenant_id, token, tenant.signing_secret))
+                store.put(tenant, token=local.token)
             else:
-                seeded.append((tenant_id, token, principal.tenant.signing_secret))
+                tenant = principal.tenant
+                if settings:
+                    tenant = store.update(tenant.tenant_id, TenantChanges.model_validate(settings))
+            seeded.append(SeededTenant(tenant.tenant_id, local.token, tenant.signing_secret, settings))
         return seeded
 
     def default_token(self) -> str:
@@ -717,9 +843,7 @@ class LocalStack:
                         self.journal.close()
         return 0
 
-    def banner(
-        self, tenants: list[tuple[str, str, str]], restored: int, seconds: float, endpoint: str
-    ) -> None:
+    def banner(self, tenants: list[SeededTenant], restored: int, seconds: float, endpoint: str) -> None:
         url = f"http://{self.host}:{self.port}"
         lines = [
             f"tickwork local is ready at {url} (in {seconds:.1f} s); logs in {self.log_file}",
@@ -731,11 +855,18 @@ class LocalStack:
             lines.append("web console: not built (run `make console`; it needs Node.js and npm)")
         if restored:
             lines.append(f"restored {restored} items from {self.data_dir}")
-        for tenant_id, token, secret in tenants:
-            lines.append(f"tenant {tenant_id}: token {token} signing secret {secret}")
-        tenant_id, token, secret = tenants[0]
+        for tenant in tenants:
+            lines.append(
+                f"tenant {tenant.tenant_id}: token {tenant.token} signing secret {tenant.signing_secret}"
+            )
+            if tenant.settings:
+                given = ", ".join(f"{name}={setting_text(value)}" for name, value in tenant.settings.items())
+                lines.append(f"tenant {tenant.tenant_id} settings at start: {given}")
+        first = tenants[0]
+        token, secret = first.token, first.signing_secret
         program = cli_program()
         api_url = "" if url == "http://127.0.0.1:8000" else f"TICKWORK_API_URL={url} "
+        region = os.environ.get("AWS_DEFAULT_REGION", LOCAL_REGION)
         lines += [
             "",
             f"Try it (start a receiver first: {program} receive --port 9000 --secret {secret}):",
@@ -744,10 +875,21 @@ class LocalStack:
             '    -d \'{"name": "hello", "schedule": {"type": "rate", "every_seconds": 10},'
             ' "target": {"type": "http", "url": "http://127.0.0.1:9000/hook"}, "payload": {"hi": 1}}\'',
             f"  {api_url}TICKWORK_TOKEN={token} {program} jobs list",
+            "Administer the tenants (list, get, update, disable, enable, rotate-token) through moto:",
+            f"  AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={region} AWS_ACCESS_KEY_ID=local \\",
+            f"    AWS_SECRET_ACCESS_KEY=local {program} tenants update {first.tenant_id}"
+            " --api-requests-per-second 500",
             "Ctrl-C stops.",
         ]
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
+
+
+def setting_text(value: Any) -> str:
+    """A setting as ``TICKWORK_LOCAL_TENANTS`` and ``--tenant-setting`` write it."""
+    if value is None:
+        return NO_LIMIT
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def cli_program(cwd: Path | None = None) -> str:
@@ -828,6 +970,7 @@ def run_local(
     tick_seconds: float = 1.0,
     workers: int = 4,
     batch_size: int = 10,
+    tenant_settings: Mapping[str, Any] | None = None,
 ) -> int:
     stack = LocalStack(
         host=host,
@@ -838,5 +981,6 @@ def run_local(
         tick_seconds=tick_seconds,
         workers=workers,
         batch_size=batch_size,
+        tenant_settings=tenant_settings,
     )
     return stack.run()

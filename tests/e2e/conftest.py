@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,9 +102,10 @@ def start_local(
     tenants: str | None,
     environment: Mapping[str, str] | None = None,
     poll_seconds: float = 0.2,
+    arguments: Sequence[str] = (),
 ) -> Local:
     """`tickwork local` in a subprocess on a free port, once it answers /v1/health. ``environment`` adds
-    to (or overrides) this process's environment."""
+    to (or overrides) this process's environment; ``arguments`` are further options of `tickwork local`."""
     port = free_port()
     env = {**os.environ, "TICKWORK_LOCAL_SIGNING_SECRET": SIGNING_SECRET, "PYTHONUNBUFFERED": "1"}
     env.update(environment or {})
@@ -114,7 +115,16 @@ def start_local(
     if tenants is not None:
         env["TICKWORK_LOCAL_TENANTS"] = tenants
     process = subprocess.Popen(
-        [*tickwork_command(), "local", "--port", str(port), "--quiet", "--data-dir", str(data_dir)],
+        [
+            *tickwork_command(),
+            "local",
+            "--port",
+            str(port),
+            "--quiet",
+            "--data-dir",
+            str(data_dir),
+            *arguments,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -28,7 +28,11 @@ def test_sample_event_is_allowed_for_every_route_with_the_tenant_in_context(
 ) -> None:
     seed_tenant(dynamodb, "acme", "tw_example-token-acme")
     policy = authorize(load_event("authorizer_token.json"))
-    assert policy["context"] == {"tenant_id": "acme", "actor": "acme:default", "api_requests_per_second": 50}
+    assert policy["context"] == {
+        "tenant_id": "acme",
+        "actor": "acme:default",
+        "token_hash": hash_token("tw_example-token-acme"),
+    }
     statement = policy["policyDocument"]["Statement"][0]
     assert statement["Effect"] == "Allow"
     # Cached results are reused across routes, so the policy covers them all.

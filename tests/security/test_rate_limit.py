@@ -176,7 +176,7 @@ def test_concurrent_requests_never_pass_more_than_the_limit(
 def test_the_request_over_the_limit_is_a_429_with_retry_after_and_stores_nothing(
     dynamodb: Any, clock: FakeClock
 ) -> None:
-    # Given a tenant allowed 3 requests a second (the authorizer passes its limit to the API)
+    # Given a tenant allowed 3 requests a second (the API reads its limit with the tenant)
     seed_tenant(dynamodb, "acme", TOKENS["acme"], api_requests_per_second=3)
     gateway = gateway_at(clock)
     clock.advance(seconds=0.25)

@@ -2,7 +2,7 @@
 
 - ``jobs`` and ``runs`` (``runs watch``, ``dead-letters``), ``apply`` and ``export`` (jobs as code),
   ``preview`` and ``stats``: the API, through ``tickwork_client.Client``;
-- ``local`` (the whole scheduler against moto), ``tenants create`` (straight to DynamoDB) and ``receive``
+- ``local`` (the whole scheduler against moto), ``tenants`` (straight to DynamoDB) and ``receive``
   (a webhook receiver): laptop tools.
 
 ``output`` renders: Rich tables on a terminal, plain text in a pipe, JSON or YAML with ``-o``. Importing

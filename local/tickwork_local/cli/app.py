@@ -61,7 +61,7 @@ def root(
     ] = False,
 ) -> None:
     """tickwork: manage jobs of the tickwork scheduler through its HTTP API, keep them as code (apply,
-    export), run the whole scheduler locally (tickwork local), create tenants and receive webhooks."""
+    export), run the whole scheduler locally (tickwork local), administer tenants and receive webhooks."""
 
 
 def main(argv: list[str] | None = None) -> int:

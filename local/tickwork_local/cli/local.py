@@ -22,8 +22,13 @@ EPILOG = examples(
     "tickwork local",
     "tickwork local --port 8080 --ephemeral",
     "tickwork local --data-dir /tmp/tickwork --reset",
+    "tickwork local --tenant-setting api_requests_per_second=500",
+    "TICKWORK_LOCAL_TENANTS=acme:token-a:api_requests_per_second=500,globex:token-b tickwork local",
     before="Tenants come from TICKWORK_LOCAL_TENANTS=acme:token-a,globex:token-b; without it one tenant,"
-    " 'default', gets a token printed at start-up.",
+    " 'default', gets a token printed at start-up. An entry may add settings of its tenant after its token"
+    " (acme:token-a:api_requests_per_second=500:max_jobs=100), and --tenant-setting gives one to every"
+    " local tenant; they are applied at each start, and tickwork tenants update changes them while the stack"
+    " runs (the banner says how).",
 )
 
 
@@ -141,14 +146,46 @@ def local(
             " batch's runs go side by side, up to TICKWORK_WORKER_PARALLELISM (default 10)",
         ),
     ] = 10,
+    tenant_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tenant-setting",
+            metavar="SETTING=VALUE",
+            show_default=False,
+            help="a setting of every local tenant, applied at start: api_requests_per_second, max_jobs,"
+            " max_concurrent_runs, max_runs_per_second or burst (N, or none for the last three), disabled"
+            " (true or false); repeatable; a TICKWORK_LOCAL_TENANTS entry's own settings win",
+        ),
+    ] = None,
 ) -> None:
     """Run the whole scheduler on this machine, against moto.
 
     Run tickwork locally: moto stands in for DynamoDB and SQS, the API is served over HTTP, the planner
     ticks and workers deliver runs."""
     # Imported here: the local stack pulls in moto, which the API client never needs.
-    from tickwork_local.stack import run_local
+    from tickwork_local.stack import (
+        TENANTS_VARIABLE,
+        TenantSettingsError,
+        check_settings,
+        parse_settings,
+        parse_tenants,
+        run_local,
+    )
 
+    spec = os.environ.get(TENANTS_VARIABLE)
+    try:
+        # Each in its bounds; a TICKWORK_LOCAL_TENANTS entry may complete them (a rate for a burst).
+        settings = parse_settings(tenant_setting or [], where="--tenant-setting", whole=False)
+        if not spec:
+            check_settings(settings, where="--tenant-setting")  # the default tenant's, as they are
+    except TenantSettingsError as error:
+        raise UsageError(str(error), field="--tenant-setting") from None
+    try:
+        for entry in parse_tenants(spec or ""):
+            where = f"{TENANTS_VARIABLE} entry {entry.tenant_id} with --tenant-setting"
+            check_settings({**settings, **entry.settings}, where=where)
+    except TenantSettingsError as error:
+        raise UsageError(str(error), field=TENANTS_VARIABLE) from None
     if data_dir is not None and ephemeral:
         raise UsageError("give --data-dir or --ephemeral, not both")
     chosen_port = local_port(port)
@@ -178,7 +215,11 @@ def local(
             tick_seconds=tick_seconds,
             workers=workers,
             batch_size=batch_size,
+            tenant_settings=settings,
         )
+    except TenantSettingsError as error:
+        # Settings a tenant kept in the data directory refuse (a burst given below its stored rate).
+        raise UsageError(str(error), field="--tenant-setting") from None
     finally:
         if held is not None:
             held.release()

@@ -12,8 +12,10 @@ import typer
 
 from tickwork_local.cli.output import Format
 
-# The bound of Tenant.api_requests_per_second, kept here so that --help needs no import of tickwork.
+# The bounds of Tenant's settings, kept here so that --help needs no import of tickwork (a test checks them).
 MAX_API_REQUESTS_PER_SECOND = 10_000
+MAX_RUNS_PER_SECOND = 10_000
+MAX_BURST = 100_000
 JobStatus = Literal["ACTIVE", "PAUSED", "COMPLETED", "CANCELLED"]
 RunStatus = Literal[
     "PLANNED",

@@ -57,6 +57,18 @@ class Unauthorized(TickworkError):
     code = "unauthorized"
 
 
+class Forbidden(TickworkError):
+    """The caller is known, and not allowed to do this now."""
+
+    code = "forbidden"
+
+
+class TenantDisabled(Forbidden):
+    """An operator disabled the tenant: its API requests are refused until it is enabled again."""
+
+    code = "tenant_disabled"
+
+
 class NotFound(TickworkError):
     code = "not_found"
 

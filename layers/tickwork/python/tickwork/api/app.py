@@ -2,6 +2,12 @@
 
 Each route reads the tenant from the authorizer's context (never from the body), calls one method of
 ``JobService`` and maps the result. Errors become the design's error shape in one place.
+
+API Gateway keeps the authorizer's answer for each token for minutes (``authorizer_cache_seconds``), so the
+authorizer only says whose token it is. What can change meanwhile is read on every request, before anything
+else (:func:`build_app`'s principal check): a token revoked since is a 401, a disabled tenant a 403
+``tenant_disabled``, and the API rate limit is the tenant's current one. A 403 is never the authorizer's
+answer, so no cache can keep a re-enabled tenant out.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from tickwork.api.schemas import (
 from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import Instant, JobPatch, JobSpec, JobStatus, RunStatus
 from tickwork.domain.run_listing import RunFilter
-from tickwork.domain.tenants import DEFAULT_API_REQUESTS_PER_SECOND
+from tickwork.domain.tenants import Principal
 from tickwork.errors import (
     IdempotencyKeyReused,
     InvalidInput,
@@ -91,9 +97,10 @@ def _responses(
     success: type[BaseModel], *statuses: int, status: int = HTTPStatus.OK, public: bool = False
 ) -> dict[int, OpenAPIResponse]:
     """OpenAPI responses: the route's success and the error statuses it can answer. Every route can answer
-    400 (a request body that is not JSON in UTF-8 is refused on any route); every authenticated one 401 and
-    429 (the tenant's API rate limit, with ``Retry-After``)."""
-    errors = {*statuses, 400} if public else {*statuses, 400, 401, 429}
+    400 (a request body that is not JSON in UTF-8 is refused on any route); every authenticated one 401, 403
+    (``tenant_disabled``: an operator disabled the tenant) and 429 (the tenant's API rate limit, with
+    ``Retry-After``)."""
+    errors = {*statuses, 400} if public else {*statuses, 400, 401, 403, 429}
     responses: dict[int, OpenAPIResponse] = {
         code: {"description": HTTPStatus(code).phrase, "content": {JSON: {"model": ErrorBody}}}
         for code in sorted(errors)
@@ -135,6 +142,15 @@ class OwnRequestResolver(APIGatewayRestResolver):
 
     _own_event: BaseProxyEvent
     _own_context: LambdaContext
+    _own_principal: Principal | None = None
+    admit: Callable[[], Principal] | None = None
+    """The principal check (``build_app`` sets it): who asks, as stored now, or an error to answer. It runs
+    before anything else on every route but health, before HTTP's rules and before validation."""
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who the request being resolved comes from, once admitted."""
+        return self._own_principal
 
     @property  # type: ignore[override]
     def current_event(self) -> BaseProxyEvent:
@@ -167,12 +183,15 @@ class OwnRequestResolver(APIGatewayRestResolver):
         request = dict(event)
         self._own_event = self._to_proxy_event(request)
         self._own_context = context
+        self._own_principal = None
         resource = self.resources.find(self._remove_prefix(self._own_event.path))
         if resource is None:
             return self._dispatch(request, context)
         method = str(request.get("httpMethod") or "").upper()
         head = method == "HEAD" and "GET" in resource.methods
         try:
+            if resource.path != HEALTH_PATH and self.admit is not None:
+                self._own_principal = self.admit()
             if method == "OPTIONS" and method not in resource.methods:
                 return self._answer(Response(HTTPStatus.NO_CONTENT, headers={"Allow": resource.allow_header}))
             if method not in resource.methods and not head:
@@ -234,18 +253,32 @@ def build_app(
     def now() -> datetime:
         return clock()
 
-    def requests_per_second() -> int:
-        try:
-            return max(1, int(authorizer_context()["api_requests_per_second"]))
-        except (KeyError, TypeError, ValueError):
-            # An authorizer answer cached from before the limit existed.
-            return DEFAULT_API_REQUESTS_PER_SECOND
+    def admit() -> Principal:
+        """The principal check: the tenant and the token's item as stored now (one consistent read of
+        both), whatever the authorizer's cached answer says. A token revoked since (``tickwork tenants
+        rotate-token``) or a tenant gone is a 401; a disabled tenant a 403 ``tenant_disabled``."""
+        token_hash = authorizer_context().get("token_hash")
+        principal = get_runtime().tenants.admitted(tenant(), str(token_hash) if token_hash else None)
+        if principal is None:
+            raise Unauthorized("missing or invalid bearer token")
+        principal.tenant.check_enabled()
+        return principal
+
+    app.admit = admit
+
+    def admitted() -> Principal:
+        """The request's principal: admitted before its route was found, or now (a path with no route,
+        which the resolver answers 404 after the middlewares)."""
+        return app.principal or admit()
 
     def rate_limit(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        """Count the request against the tenant's limit before the route runs; a refused one changes
-        nothing. Runs after request validation, so malformed requests cost no write."""
+        """Count the request against the tenant's current limit before the route runs; a refused one
+        changes nothing. Runs after request validation, so malformed requests cost no write."""
         if app.current_event.resource != HEALTH_PATH:
-            get_runtime().api_rate_limiter.take(tenant(), limit=requests_per_second(), now=now())
+            tenant_now = admitted().tenant
+            get_runtime().api_rate_limiter.take(
+                tenant_now.tenant_id, limit=tenant_now.api_requests_per_second, now=now()
+            )
         return next_middleware(app)
 
     def tenant_in_logs(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:

@@ -17,6 +17,7 @@ STATUS_BY_ERROR: tuple[tuple[type[errors.TickworkError], HTTPStatus], ...] = (
     (errors.PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     (errors.InvalidInput, HTTPStatus.BAD_REQUEST),
     (errors.Unauthorized, HTTPStatus.UNAUTHORIZED),
+    (errors.Forbidden, HTTPStatus.FORBIDDEN),
     (errors.NotFound, HTTPStatus.NOT_FOUND),
     (errors.MethodNotAllowed, HTTPStatus.METHOD_NOT_ALLOWED),
     (errors.Conflict, HTTPStatus.CONFLICT),
