@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import tables
+from tickwork.app.lifecycle import RunLifecycle, leased, lost_attempt_closed
 from tickwork.app.ports import (
     Clock,
     DeadLetters,
-    Expect,
     JobStore,
     Lanes,
     Metrics,
@@ -61,7 +61,7 @@ from tickwork.domain.arrival import (
 )
 from tickwork.domain.fires import is_last_fire, jitter_of, next_in_chain
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
-from tickwork.domain.lifecycle import TERMINAL, ensure_move
+from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import (
     Attempt,
     Job,
@@ -154,6 +154,7 @@ class Worker:
         self.worker_id = worker_id
         self.lease_margin = lease_margin
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self.lifecycle = RunLifecycle(runs)
 
     # --- the message ----------------------------------------------------------------------------------------
     def handle(self, message: RunMessage) -> str:
@@ -330,7 +331,7 @@ class Worker:
                 return replace(candidate, chain_until=to_epoch_ms(until))
             case TakeOver(candidate, cancelled):
                 if cancelled:
-                    lost = self._record_lost(candidate, now)
+                    lost = lost_attempt_closed(candidate, now)
                     return self._end(job, candidate, lost, RunStatus.CANCELLED, "job_cancelled", now)
                 return self._lost(job, candidate, now)
             case AttemptRun(candidate):
@@ -339,7 +340,7 @@ class Worker:
     def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str | Raced:
         """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
         another goes on with its next attempt while its retry policy allows one."""
-        run = self._record_lost(candidate, now)
+        run = lost_attempt_closed(candidate, now)
         lost = run.attempts[-1]
         self.metrics.count("LeasesExpired")
         if job.delivery == "at_most_once":
@@ -360,45 +361,10 @@ class Worker:
         if candidate.lost_holder is not None:
             # A lane holder's attempt is in no run item yet: record it lost before the next attempt starts, so
             # the history keeps it even if that one is lost too.
-            if not self.runs.put(run, Expect.older_than(run.fencing_token + 1)).ok:
+            if not self.lifecycle.record_lost(candidate, run):
                 return RACED
             return Candidate(run, run, Stage.LOST, candidate.lost_holder)
         return Candidate(run, candidate.stored, Stage.LOST, candidate.lost_holder)
-
-    def _record_lost(self, candidate: Candidate, now: datetime) -> Run:
-        """The run with its lost attempt closed: abandoned, the lease expired."""
-        run, holder = candidate.run, candidate.lost_holder
-        attempt = holder.attempt if holder is not None else run.attempt
-        open_attempt = next((a for a in run.attempts if a.attempt == attempt and a.finished_at is None), None)
-        started = (
-            holder.started_at
-            if holder is not None
-            else open_attempt.started_at
-            if open_attempt is not None
-            else (run.started_at or now)
-        )
-        lost = Attempt(
-            attempt=attempt,
-            started_at=started,
-            finished_at=now,
-            duration_ms=max(0, to_epoch_ms(now) - to_epoch_ms(started)),
-            outcome="abandoned",
-            error_code="lease_expired",
-            error_message="the worker's lease expired before the attempt's outcome was recorded",
-            worker_id=holder.worker_id if holder is not None else run.lease_owner,
-        )
-        return run.model_copy(
-            update={
-                "status": RunStatus.RUNNING,
-                "attempt": attempt,
-                "attempts": [*[a for a in run.attempts if a.attempt != attempt], lost],
-                "started_at": run.started_at or started,
-                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, started),
-                "fencing_token": holder.token if holder is not None else run.fencing_token,
-                "lease_owner": None,
-                "lease_expires_at": None,
-            }
-        )
 
     # --- claiming ----------------------------------------------------------------------------------------
     def _claim_lane(
@@ -437,41 +403,29 @@ class Worker:
         if current is not None:
             self.metrics.count("LeaseConflicts")
             return None, current
-        return Lease(self._leased(candidate, attempt, token, now, lease_for), holder), None
+        run = leased(
+            candidate, attempt=attempt, token=token, now=now, lease_for=lease_for, worker_id=self.worker_id
+        )
+        return Lease(run, holder), None
 
     def _claim_run(self, job: Job, candidate: Candidate, now: datetime) -> tuple[Lease | None, Run | None]:
         """Lease the run item itself (a job with no lane): (the lease, None), or (None, the run as stored
         now) when another worker changed it first."""
         run = candidate.run
         lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
-        leased = self._leased(candidate, run.attempt + 1, run.fencing_token + 1, now, lease_for)
-        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
-        written = self.runs.put(leased, expect)
+        leased_run = leased(
+            candidate,
+            attempt=run.attempt + 1,
+            token=run.fencing_token + 1,
+            now=now,
+            lease_for=lease_for,
+            worker_id=self.worker_id,
+        )
+        written = self.lifecycle.claim(candidate, leased_run)
         if written.ok:
-            return Lease(leased, None), None
+            return Lease(leased_run, None), None
         self.metrics.count("LeaseConflicts")
         return None, written.current
-
-    def _leased(
-        self, candidate: Candidate, attempt: int, token: int, now: datetime, lease_for: timedelta
-    ) -> Run:
-        run = candidate.run
-        ensure_move(candidate.stored.status if candidate.stored else None, RunStatus.RUNNING)
-        record = Attempt(attempt=attempt, started_at=now, worker_id=self.worker_id)
-        return run.model_copy(
-            update={
-                "status": RunStatus.RUNNING,
-                "attempt": attempt,
-                "fencing_token": token,
-                "lease_owner": self.worker_id,
-                "lease_expires_at": now + lease_for,
-                "started_at": run.started_at or now,
-                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, now),
-                "attempts": [*run.attempts, record],
-                "retry_at": None,
-                "reason": None,
-            }
-        )
 
     # --- the attempt --------------------------------------------------------------------------------------
     def _attempt(self, message: RunMessage, job: Job, lease: Lease) -> str:
@@ -512,9 +466,9 @@ class Worker:
                         job.tenant_id, job.job_id, lease.holder.model_copy(update={"lease_until": until})
                     )
                 else:
-                    extended = current[0].model_copy(update={"lease_expires_at": until})
-                    kept = self.runs.put(extended, Expect.at(current[0])).ok
-                    if kept:
+                    extended = self.lifecycle.extend_lease(current[0], until)
+                    kept = extended is not None
+                    if extended is not None:
                         current[0] = extended
                 if not kept:
                     logger.warning("lease lost during the target call")
@@ -551,18 +505,20 @@ class Worker:
         decision = decide_retry(
             policy, run.attempt, result.outcome, scheduled_for=run.scheduled_for, now=now, rng=self.rng
         )
+        in_lane = lease.holder is not None
         if decision.retry:
             delay = math.ceil(decision.delay.total_seconds())
             soon = delay <= MAX_DELAY_SECONDS
-            waiting = done.model_copy(
-                update={
-                    "status": RunStatus.RETRY_WAIT,
-                    "retry_at": now + decision.delay,
-                    # A retry SQS can delay is sent now; a later one is the sweeper's, nearer the time.
-                    "retry_sent_at": now if soon else None,
-                }
+            waiting = self.lifecycle.wait_for_retry(
+                run,
+                done,
+                in_lane=in_lane,
+                retry_at=now + decision.delay,
+                # A retry SQS can delay is sent now; a later one is the sweeper's, nearer the time.
+                sent_at=now if soon else None,
             )
-            if not self._store_attempt_end(lease, waiting):
+            if waiting is None:
+                self._lease_lost()
                 return None
             self.metrics.count("RunsRetried")
             logger.debug(
@@ -583,15 +539,9 @@ class Worker:
         else:
             status, metric = RunStatus.DEAD, "RunsDead"
             reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
-        final = done.model_copy(
-            update={
-                "status": status,
-                "reason": reason,
-                "finished_at": now,
-                "dead_letter_owed": status is RunStatus.DEAD,
-            }
-        )
-        if not self._store_attempt_end(lease, final):
+        final = self.lifecycle.end_attempt(run, done, status, reason, now, in_lane=in_lane)
+        if final is None:
+            self._lease_lost()
             return None
         self.metrics.count(metric)
         if status is RunStatus.DEAD:
@@ -601,17 +551,10 @@ class Worker:
         self._complete_if_last(job, final)
         return status
 
-    def _store_attempt_end(self, lease: Lease, run: Run) -> bool:
-        """One conditional write, fenced on the attempt's token: a holder's end (no newer attempt stored),
-        or the run item's own lease (still this attempt's)."""
-        expect = (
-            Expect.older_than(run.fencing_token + 1) if lease.holder is not None else Expect.at(lease.run)
-        )
-        if not self.runs.put(run, expect).ok:
-            self.metrics.count("LeaseConflicts")
-            logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")
-            return False
-        return True
+    def _lease_lost(self) -> None:
+        """The attempt's end was not written: its lease was lost, and a newer attempt owns the run."""
+        self.metrics.count("LeaseConflicts")
+        logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")
 
     # --- ends without an attempt ------------------------------------------------------------------------
     def _end_unrun(
@@ -620,10 +563,8 @@ class Worker:
         """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED. A fire of a
         job with no lane is decided before its run item is read: if the item exists after all (an attempt
         whose worker died), the write fails and the run is decided again as it is."""
-        ensure_move(candidate.stored.status if candidate.stored else None, status)
-        final = candidate.run.model_copy(update={"status": status, "reason": reason, "finished_at": now})
-        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
-        if not self.runs.put(final, expect).ok:
+        final = self.lifecycle.end_unrun(candidate, status, reason, now)
+        if final is None:
             return RACED
         if status is RunStatus.MISSED:
             self.metrics.count("RunsMissed")
@@ -645,22 +586,8 @@ class Worker:
         error: dict[str, Any] | None = None,
     ) -> str:
         """A lost attempt's run ends (ABANDONED, or DEAD once its retries are spent)."""
-        final = run.model_copy(
-            update={
-                "status": status,
-                "reason": reason,
-                "finished_at": now,
-                "dead_letter_owed": status is RunStatus.DEAD,
-            }
-        )
-        expect = (
-            Expect.older_than(final.fencing_token + 1)
-            if candidate.lost_holder is not None
-            else Expect.at(candidate.stored)
-            if candidate.stored is not None
-            else Expect.new()
-        )
-        if self.runs.put(final, expect).ok:
+        final = self.lifecycle.end_lost(candidate, run, status, reason, now)
+        if final is not None:
             if status is RunStatus.DEAD:
                 self._send_dead_letter(final, error=error)
             else:
@@ -722,7 +649,7 @@ class Worker:
                 "error_code": (error or {}).get("code"),
             },
         )
-        self.runs.put(run.model_copy(update={"dead_letter_owed": False}), Expect.at(run))
+        self.lifecycle.dead_letter_paid(run)
 
     def _complete_if_last(self, job: Job, run: Run) -> None:
         """The job completes once its schedule's last fire has ended, however it ended."""
@@ -754,11 +681,6 @@ def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None
         logger.info("run abandoned", extra=fields, stacklevel=3)
     else:
         logger.debug("run ended", extra=fields, stacklevel=3)
-
-
-def _lag_ms(run: Run, started: datetime) -> int:
-    """From when the fire was due, its jitter included, to ``started``."""
-    return max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for) - (run.jitter_ms or 0))
 
 
 def _retry_message(run: Run) -> RunMessage:
