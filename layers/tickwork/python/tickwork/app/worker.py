@@ -23,9 +23,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from tickwork import tables
+from tickwork.app.after_end import AfterEnd, ChainStep, Ended
 from tickwork.app.lifecycle import RunLifecycle, leased, lost_attempt_closed
 from tickwork.app.ports import (
     Clock,
@@ -59,19 +59,16 @@ from tickwork.domain.arrival import (
     on_full_lane,
     owed_before,
 )
-from tickwork.domain.fires import is_last_fire, jitter_of, next_in_chain
+from tickwork.domain.fires import jitter_of
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import (
-    Attempt,
     Job,
-    JobStatus,
     Run,
     RunKey,
     RunMessage,
     RunStatus,
     parse_run_id,
-    scheduled_run_id,
 )
 from tickwork.domain.retry import OutcomeClass, decide_retry
 from tickwork.domain.tenants import Tenant
@@ -82,8 +79,6 @@ from tickwork.targets import TargetResult
 
 # A run held back (overlap `queue`, a retry or a backfill step waiting for the lane) comes back after this.
 HOLD_SECONDS = 2
-# Backfill runs at most ten fires a second per job.
-BACKFILL_SPACING = timedelta(milliseconds=100)
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
 OUTCOME_OF = {
@@ -155,6 +150,14 @@ class Worker:
         self.lease_margin = lease_margin
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not security
         self.lifecycle = RunLifecycle(runs)
+        self.after_end = AfterEnd(
+            jobs=jobs,
+            lifecycle=self.lifecycle,
+            dead_letters=dead_letters,
+            queue=queue,
+            clock=clock,
+            sleep=sleep,
+        )
 
     # --- the message ----------------------------------------------------------------------------------------
     def handle(self, message: RunMessage) -> str:
@@ -297,7 +300,9 @@ class Worker:
         """Do what the arrival decision says: its sends, sleeps and writes."""
         match decision:
             case Duplicate(run):
-                self._after_duplicate(message, job, run)
+                # What the first delivery may have left undone when it died after its write.
+                chain = ChainStep(message.chain_until, None) if message.chain_until is not None else None
+                self.after_end(Ended(job, run, chain=chain))
                 self.metrics.count("DuplicateDeliveriesAbsorbed")
                 return f"duplicate: the run is {run.status.value}"
             case LookAgain(delay):
@@ -314,10 +319,7 @@ class Worker:
                 self.sleep(seconds)
                 return self._carry_out(then, message, job, lane, now)
             case EndUnrun(candidate, status, reason, hand_on):
-                note = self._end_unrun(job, candidate, status, reason, now)
-                if hand_on and not isinstance(note, Raced):
-                    self._hand_on(job, candidate.run)
-                return note
+                return self._end_unrun(job, candidate, status, reason, now, hand_on=hand_on)
             case Note(text):
                 return text
             case HoldBack(text):
@@ -341,7 +343,6 @@ class Worker:
         """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
         another goes on with its next attempt while its retry policy allows one."""
         run = lost_attempt_closed(candidate, now)
-        lost = run.attempts[-1]
         self.metrics.count("LeasesExpired")
         if job.delivery == "at_most_once":
             self.metrics.count("RunsAbandoned")
@@ -357,7 +358,7 @@ class Worker:
         if not decision.retry:
             reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
             self.metrics.count("RunsDead")
-            return self._end(job, candidate, run, RunStatus.DEAD, reason, now, error=_error_of(lost))
+            return self._end(job, candidate, run, RunStatus.DEAD, reason, now)
         if candidate.lost_holder is not None:
             # A lane holder's attempt is in no run item yet: record it lost before the next attempt starts, so
             # the history keeps it even if that one is lost too.
@@ -438,13 +439,15 @@ class Worker:
         tenant = self.tenants.get(job.tenant_id)
         try:
             result = self._call_with_heartbeat(job, lease, tenant)
-            status = self._record(job, lease, result)
+            stored = self._record(job, lease, result)
         finally:
+            # The attempt is over (recorded, or its lease lost): its slot goes back before what follows it.
             self._give_back(job, lease.slot)
-        if message.chain_until is not None and status is not None:
-            self._continue_chain(message, job, run, started=run.attempts[-1].started_at)
-        elif status in TERMINAL:
-            self._hand_on(job, run)
+        if stored is not None:
+            until = message.chain_until
+            chain = ChainStep(until, run.attempts[-1].started_at) if until is not None else None
+            hand_on = chain is None and stored.status in TERMINAL
+            self.after_end(Ended(job, stored, status_code=result.status_code, hand_on=hand_on, chain=chain))
         return f"attempt {run.attempt}: {result.outcome.value}"
 
     def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
@@ -482,8 +485,8 @@ class Worker:
             stop.set()
             heartbeat.join(timeout=5)
 
-    def _record(self, job: Job, lease: Lease, result: TargetResult) -> RunStatus | None:
-        """Store the attempt's outcome; returns the run's new status (None: the lease was lost meanwhile)."""
+    def _record(self, job: Job, lease: Lease, result: TargetResult) -> Run | None:
+        """Store the attempt's outcome; returns the run as stored (None: the lease was lost meanwhile)."""
         run = lease.run
         now = self.clock()
         started = run.attempts[-1]
@@ -531,7 +534,7 @@ class Worker:
             )
             if soon:
                 self.queue.send_later(_retry_message(waiting), delay)
-            return RunStatus.RETRY_WAIT
+            return waiting
         if result.outcome is OutcomeClass.SUCCESS:
             status, reason, metric = RunStatus.SUCCEEDED, None, "RunsSucceeded"
         elif result.outcome is OutcomeClass.PERMANENT:
@@ -544,12 +547,9 @@ class Worker:
             self._lease_lost()
             return None
         self.metrics.count(metric)
-        if status is RunStatus.DEAD:
-            self._send_dead_letter(final, error=_error_of(attempt, result.status_code))
-        else:
+        if status is not RunStatus.DEAD:  # a DEAD run's dead letter says it
             _log_end(final, error_code=result.error_code, duration_ms=attempt.duration_ms)
-        self._complete_if_last(job, final)
-        return status
+        return final
 
     def _lease_lost(self) -> None:
         """The attempt's end was not written: its lease was lost, and a newer attempt owns the run."""
@@ -558,7 +558,7 @@ class Worker:
 
     # --- ends without an attempt ------------------------------------------------------------------------
     def _end_unrun(
-        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime
+        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime, *, hand_on: bool
     ) -> str | Raced:
         """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED. A fire of a
         job with no lane is decided before its run item is read: if the item exists after all (an attempt
@@ -571,7 +571,7 @@ class Worker:
         elif status is RunStatus.SKIPPED:
             self.metrics.count("RunsSkipped")
         _log_end(final)
-        self._complete_if_last(job, final)
+        self.after_end(Ended(job, final, hand_on=hand_on))
         return f"{status.value.lower()}: {reason}"
 
     def _end(
@@ -582,83 +582,14 @@ class Worker:
         status: RunStatus,
         reason: str,
         now: datetime,
-        *,
-        error: dict[str, Any] | None = None,
     ) -> str:
         """A lost attempt's run ends (ABANDONED, or DEAD once its retries are spent)."""
         final = self.lifecycle.end_lost(candidate, run, status, reason, now)
         if final is not None:
-            if status is RunStatus.DEAD:
-                self._send_dead_letter(final, error=error)
-            else:
+            if status is not RunStatus.DEAD:  # a DEAD run's dead letter says it
                 _log_end(final, error_code=final.attempts[-1].error_code if final.attempts else None)
-            self._complete_if_last(job, final)
+            self.after_end(Ended(job, final))
         return f"{status.value.lower()}: {reason}"
-
-    # --- afterwards --------------------------------------------------------------------------------------
-    def _after_duplicate(self, message: RunMessage, job: Job, run: Run) -> None:
-        """What the first delivery may have left undone when it died after its write: the dead letter, the
-        job's completion, the backfill chain's next step."""
-        if run.status is RunStatus.DEAD and run.dead_letter_owed:
-            self._send_dead_letter(run, error=_error_of(run.attempts[-1] if run.attempts else None))
-        self._complete_if_last(job, run)
-        if message.chain_until is not None:
-            self._continue_chain(message, job, run, started=None)
-
-    def _hand_on(self, job: Job, run: Run) -> None:
-        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane. Send it
-        now rather than when its message comes back (the second message is absorbed as a duplicate)."""
-        if job.overlap_policy != "queue" or job.status is not JobStatus.ACTIVE or run.trigger != "schedule":
-            return
-        following = next_in_chain(job, run.scheduled_for, self.clock())
-        if following is not None:
-            message = RunMessage(
-                tenant_id=job.tenant_id,
-                run_id=scheduled_run_id(job.job_id, following),
-                sent_at=to_epoch_ms(self.clock()),
-            )
-            self.queue.send_later(message, 0)
-
-    def _continue_chain(self, message: RunMessage, job: Job, run: Run, started: datetime | None) -> None:
-        """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
-        assert message.chain_until is not None
-        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
-        if following is None:
-            return
-        if started is not None:
-            spacing = (started + BACKFILL_SPACING - self.clock()).total_seconds()
-            if spacing > 0:
-                self.sleep(spacing)
-        step = RunMessage(
-            tenant_id=job.tenant_id,
-            run_id=scheduled_run_id(job.job_id, following),
-            sent_at=to_epoch_ms(self.clock()),
-            chain_until=message.chain_until,
-        )
-        self.queue.send_later(step, 0)
-
-    def _send_dead_letter(self, run: Run, *, error: dict[str, Any] | None) -> None:
-        """Send, then clear the debt; a failure in between leaves the debt, paid when the message returns."""
-        self.dead_letters.send(run, reason=run.reason or "retries_exhausted", error=error)
-        logger.info(
-            "run dead-lettered",
-            extra={
-                "status": run.status.value,
-                "reason": run.reason or "retries_exhausted",
-                "attempt": run.attempt,
-                "error_code": (error or {}).get("code"),
-            },
-        )
-        self.lifecycle.dead_letter_paid(run)
-
-    def _complete_if_last(self, job: Job, run: Run) -> None:
-        """The job completes once its schedule's last fire has ended, however it ended."""
-        if (
-            run.trigger == "schedule"
-            and job.status is JobStatus.ACTIVE
-            and is_last_fire(job, run.scheduled_for)
-        ):
-            self.jobs.complete(job.tenant_id, job.job_id, through=run.scheduled_for)
 
 
 def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
@@ -685,14 +616,6 @@ def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None
 
 def _retry_message(run: Run) -> RunMessage:
     return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id, attempt=run.attempt + 1)
-
-
-def _error_of(attempt: Attempt | None, status_code: int | None = None) -> dict[str, Any]:
-    return {
-        "code": attempt.error_code if attempt else None,
-        "message": attempt.error_message if attempt else None,
-        "status_code": status_code,
-    }
 
 
 def _timeout_of(job: Job) -> int:
