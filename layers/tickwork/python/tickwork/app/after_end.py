@@ -153,6 +153,28 @@ class AfterEnd:
         self.queue.send_later(step, 0)
 
 
+def log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
+    """The line whoever ended a run writes, when it ended other than DEAD (whose dead letter says it):
+    routine ends at DEBUG, a run that failed or was abandoned at INFO, for the operator to look at."""
+    given = {
+        "status": run.status.value,
+        "reason": run.reason,
+        "attempt": run.attempt or None,  # 0: the run ended before any attempt
+        "error_code": error_code,
+        "duration_ms": duration_ms,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    # stacklevel: the line's location is the caller's, where the run ended.
+    if run.status is RunStatus.SUCCEEDED:
+        logger.debug("run succeeded", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.FAILED:
+        logger.info("run failed", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.ABANDONED:
+        logger.info("run abandoned", extra=fields, stacklevel=3)
+    else:
+        logger.debug("run ended", extra=fields, stacklevel=3)
+
+
 def _error_of(attempt: Attempt | None, status_code: int | None) -> dict[str, Any]:
     return {
         "code": attempt.error_code if attempt else None,
