@@ -8,8 +8,10 @@
 
 Whoever ended the run (an attempt, a decision that ends it unrun, a lost attempt taken over) calls
 :class:`AfterEnd` with an :class:`Ended`, which says which of the steps the end asks for; a duplicate
-delivery of a run that ended calls it too, to finish what the first delivery may have left undone. Each step
-is safe to repeat. The run writes among them go through :class:`~tickwork.app.lifecycle.RunLifecycle`.
+delivery of a run that ended calls it too, to finish what the first delivery may have left undone: a step
+may then run twice, so a second message for a fire is absorbed as a duplicate, a completed job stays
+completed, and a dead letter goes out while it is owed (at least once). The run writes among the steps go
+through :class:`~tickwork.app.lifecycle.RunLifecycle`.
 """
 
 from __future__ import annotations
