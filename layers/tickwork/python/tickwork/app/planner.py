@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.ports import (
     Clock,
     Dispatch,
     DueShards,
-    Expect,
     JobStore,
     Lanes,
     Metrics,
@@ -31,7 +31,7 @@ from tickwork.app.ports import (
     RunStore,
 )
 from tickwork.domain.fires import FirePlan, due_at, plan_fires
-from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.models import Job, JobStatus, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.observability import logger
 
@@ -69,23 +69,6 @@ class PlanResult:
     chain: tuple[datetime, datetime] | None = None
 
 
-def missed_run(
-    job: Job, fire_at: datetime, now: datetime, reason: str, *, status: RunStatus = RunStatus.MISSED
-) -> Run:
-    """A fire recorded as ended without running: MISSED (the misfire policy), or SKIPPED (excluded)."""
-    return Run(
-        run_id=scheduled_run_id(job.job_id, fire_at),
-        job_id=job.job_id,
-        tenant_id=job.tenant_id,
-        scheduled_for=fire_at,
-        status=status,
-        trigger="schedule",
-        created_at=now,
-        finished_at=now,
-        reason=reason,
-    )
-
-
 class Planner:
     def __init__(
         self,
@@ -102,6 +85,7 @@ class Planner:
     ):
         self.jobs = jobs
         self.runs = runs
+        self.lifecycle = RunLifecycle(runs)
         self.lanes = lanes
         self.queue = queue
         self.metrics = metrics
@@ -184,8 +168,8 @@ class Planner:
         """Record the plan's fires that do not run: MISSED ones (returned) and excluded ones, SKIPPED."""
         missed = []
         for fire_at in plan.missed:
-            run = missed_run(job, fire_at, now, "misfire")
-            if self.runs.put(run, Expect.new()).ok:
+            run = self.lifecycle.record_unrun_fire(job, fire_at, now, "misfire", status=RunStatus.MISSED)
+            if run is not None:
                 missed.append(run.run_id)
         if plan.missed:
             self.metrics.count("RunsMissed", len(missed))
@@ -193,8 +177,10 @@ class Planner:
             logger.warning("more fires were missed than are recorded", extra={"job_id": job.job_id})
         skipped = 0
         for fire_at, reason in plan.excluded:
-            run = missed_run(job, fire_at, now, reason, status=RunStatus.SKIPPED)
-            skipped += self.runs.put(run, Expect.new()).ok
+            skipped += (
+                self.lifecycle.record_unrun_fire(job, fire_at, now, reason, status=RunStatus.SKIPPED)
+                is not None
+            )
         if plan.excluded:
             self.metrics.count("RunsExcluded", skipped)
         if plan.more_excluded:
@@ -447,4 +433,4 @@ def send_delay(due_at: datetime, now: datetime) -> int:
     return max(0, min(900, math.floor((due_at - now).total_seconds())))
 
 
-__all__ = ["Clock", "PlanResult", "Planner", "PlannerTick", "TickReport", "missed_run", "send_delay"]
+__all__ = ["Clock", "PlanResult", "Planner", "PlannerTick", "TickReport", "send_delay"]

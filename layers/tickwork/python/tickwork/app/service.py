@@ -18,8 +18,9 @@ from itertools import islice
 
 from ulid import ULID
 
+from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.planner import Planner
-from tickwork.app.ports import Dispatch, Expect, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
+from tickwork.app.ports import Dispatch, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.lanes import Holder, Lane, ended
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
@@ -34,7 +35,6 @@ from tickwork.domain.models import (
     Run,
     RunMessage,
     RunStatus,
-    manual_run_id,
     parse_run_id,
     scheduled_run_id,
 )
@@ -113,6 +113,7 @@ class JobService:
     ):
         self.jobs = jobs
         self.runs = runs
+        self.lifecycle = RunLifecycle(runs)
         self.index = index
         self.tenants = tenants
         self.queue = queue
@@ -284,16 +285,9 @@ class JobService:
         job = self.jobs.get(tenant_id, job_id)
         if job.status is JobStatus.CANCELLED:
             raise InvalidState("a cancelled job cannot be triggered", job_status=job.status)
-        run = Run(
-            run_id=manual_run_id(job_id, idempotency_key),
-            job_id=job_id,
-            tenant_id=tenant_id,
-            scheduled_for=now,
-            status=RunStatus.PLANNED,
-            trigger="manual",
-            created_at=now,
+        run, written = self.lifecycle.plan_manual(
+            tenant_id=tenant_id, job_id=job_id, idempotency_key=idempotency_key, now=now
         )
-        written = self.runs.put(run, Expect.new())
         if not written.ok:
             if written.current is None:
                 raise InvalidState("the run could not be stored; try again")
@@ -397,17 +391,7 @@ class JobService:
                 f"only FAILED, DEAD or ABANDONED runs can be retried; this run is {run.status.value}",
                 run_status=run.status,
             )
-        reopened = run.model_copy(
-            update={
-                "status": RunStatus.PLANNED,
-                "created_at": now,
-                "finished_at": None,
-                "reason": None,
-                "manual_retries": run.manual_retries + 1,
-                "dead_letter_owed": False,
-            }
-        )
-        written = self.runs.put(reopened, Expect.at(run))
+        reopened, written = self.lifecycle.rerun(run, now)
         if not written.ok:
             current = written.current
             raise InvalidState(
@@ -476,8 +460,7 @@ class JobService:
         )
         if self.queue.send([Dispatch(message, now)], now):
             return run
-        enqueued = run.model_copy(update={"status": RunStatus.ENQUEUED, "enqueued_at": now})
-        written = self.runs.put(enqueued, Expect.at(run))
+        enqueued, written = self.lifecycle.enqueued(run, now)
         return enqueued if written.ok else (written.current or run)
 
     def _unrecorded(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickwork.app.ports import Dispatch, Expect, Metrics, RunQueue, RunStore
+from tickwork.app.lifecycle import RunLifecycle
+from tickwork.app.ports import Dispatch, Metrics, RunQueue, RunStore
 from tickwork.domain.models import RunMessage, RunStatus
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.errors import NotFound
@@ -25,6 +26,7 @@ class Sweeper:
         self, *, runs: RunStore, queue: RunQueue, metrics: Metrics, shards: int, limit_per_shard: int = 500
     ):
         self.runs = runs
+        self.lifecycle = RunLifecycle(runs)
         self.queue = queue
         self.metrics = metrics
         self.shards = shards
@@ -49,16 +51,14 @@ class Sweeper:
             message = RunMessage(tenant_id=tenant_id, run_id=run_id, sent_at=to_epoch_ms(now))
             if self.queue.send([Dispatch(message, run.scheduled_for)], now):
                 return 0
-            self.runs.put(
-                run.model_copy(update={"status": RunStatus.ENQUEUED, "enqueued_at": now}), Expect.at(run)
-            )
+            self.lifecycle.enqueued(run, now)
             self.metrics.count("RunsResent")
             return 1
         if run.status is RunStatus.RETRY_WAIT and run.retry_at is not None:
             message = RunMessage(tenant_id=tenant_id, run_id=run_id, attempt=run.attempt + 1)
             if self.queue.send([Dispatch(message, run.retry_at)], now):
                 return 0
-            self.runs.put(run.model_copy(update={"retry_sent_at": now}), Expect.at(run))
+            self.lifecycle.retry_sent(run, now)
             self.metrics.count("RetriesSent")
             return 1
         return 0

@@ -4,32 +4,37 @@
 2. read the job and its lane together, and the run items it needs (this run's, the lane holders');
 3. decide: a duplicate, or a fire that a cancel, a pause, a schedule change or the misfire policy ends
    (recorded with its reason), or one the overlap policy skips or holds back (sent again later: never a
-   failed delivery, so never dead-lettered for waiting). The decision is a value from
+   failed delivery, so never dead-lettered for waiting), or a lost attempt to take over
+   (:mod:`tickwork.app.lost_attempts`). The decision is a value from
    :func:`tickwork.domain.arrival.decide_arrival`; the worker carries it out;
-4. take the lease: a holder of the job's lane (one conditional write), or, for a job whose runs may overlap
-   freely, the run item itself (one conditional write);
-5. call the target, with a heartbeat extending the lease while the call lasts;
-6. record the attempt and the run's next status in the run item (one conditional write, fenced on the
-   token), then retry later, dead-letter, carry a backfill chain on, or complete the job.
+4. take the lease (:mod:`tickwork.app.claims`): a holder of the job's lane (one conditional write), or, for
+   a job whose runs may overlap freely, the run item itself (one conditional write);
+5. call the target, with a heartbeat extending the lease while the call lasts, and record the attempt and
+   the run's next status in the run item, one conditional write fenced on the token: a retry later, or the
+   run's end (:mod:`tickwork.app.attempt`);
+6. then what follows the end (:mod:`tickwork.app.after_end`): dead-letter, complete the job, hand a `queue`
+   job's next fire on, or carry a backfill chain on.
 
-The run item is the idempotency record: a message for a run that already ended calls nothing.
+Every write of the run's status goes through :class:`tickwork.app.lifecycle.RunLifecycle`. The run item is
+the idempotency record: a message for a run that already ended calls nothing.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
-from tickwork import tables
+from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
+from tickwork.app.attempt import Attempts, Execute
+from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Slot
+from tickwork.app.lifecycle import RunLifecycle
+from tickwork.app.lost_attempts import LostAttempts
 from tickwork.app.ports import (
     Clock,
     DeadLetters,
-    Expect,
     JobStore,
     Lanes,
     Metrics,
@@ -50,7 +55,6 @@ from tickwork.domain.arrival import (
     LookAgain,
     Note,
     RetryNotDue,
-    Stage,
     StartChain,
     TakeOver,
     UnknownManual,
@@ -59,66 +63,24 @@ from tickwork.domain.arrival import (
     on_full_lane,
     owed_before,
 )
-from tickwork.domain.fires import is_last_fire, jitter_of, next_in_chain
-from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
-from tickwork.domain.lifecycle import TERMINAL, ensure_move
-from tickwork.domain.models import (
-    Attempt,
-    Job,
-    JobStatus,
-    Run,
-    RunKey,
-    RunMessage,
-    RunStatus,
-    parse_run_id,
-    scheduled_run_id,
-)
-from tickwork.domain.retry import OutcomeClass, decide_retry
-from tickwork.domain.tenants import Tenant
+from tickwork.domain.fires import jitter_of
+from tickwork.domain.lanes import Lane, capacity
+from tickwork.domain.models import Job, Run, RunKey, RunMessage, RunStatus, parse_run_id
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
-from tickwork.targets import TargetResult
 
 # A run held back (overlap `queue`, a retry or a backfill step waiting for the lane) comes back after this.
 HOLD_SECONDS = 2
-# Backfill runs at most ten fires a second per job.
-BACKFILL_SPACING = timedelta(milliseconds=100)
-# A claim that loses a race reads again, this many times at most, then leaves the message for later.
-CLAIM_TRIES = 5
-OUTCOME_OF = {
-    OutcomeClass.SUCCESS: "succeeded",
-    OutcomeClass.RETRYABLE: "retryable_error",
-    OutcomeClass.PERMANENT: "permanent_error",
-}
-
-Execute = Callable[[Job, Run, Tenant], TargetResult]
 
 
 @dataclass(frozen=True)
 class Raced:
-    """A write to end the run unrun lost to another write (the run is stored after all, or changed): read it
+    """A write to end the run lost to another write (the run is stored after all, or changed): read it
     again and decide again."""
 
 
 RACED = Raced()
-
-
-@dataclass(frozen=True)
-class Slot:
-    """A slot of the tenant's in-flight limit, held for one attempt."""
-
-    shard: int
-    holder: Holder
-
-
-@dataclass(frozen=True)
-class Lease:
-    """The attempt a worker holds: its run, RUNNING, and its lane holder when the job has a lane."""
-
-    run: Run
-    holder: Holder | None
-    slot: Slot | None = None
 
 
 class Worker:
@@ -142,18 +104,44 @@ class Worker:
     ):
         self.jobs = jobs
         self.lanes = lanes
-        self.slots = slots
         self.runs = runs
-        self.tenants = tenants
         self.queue = queue
-        self.dead_letters = dead_letters
-        self.execute = execute
         self.metrics = metrics
         self.clock = clock
         self.sleep = sleep
-        self.worker_id = worker_id
-        self.lease_margin = lease_margin
-        self.rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        rng = rng or random.Random()  # noqa: S311 - jitter, not security
+        self.lifecycle = RunLifecycle(runs)
+        self.after_end = AfterEnd(
+            jobs=jobs,
+            lifecycle=self.lifecycle,
+            dead_letters=dead_letters,
+            queue=queue,
+            clock=clock,
+            sleep=sleep,
+        )
+        self.claims = Claims(
+            lanes=lanes,
+            slots=slots,
+            tenants=tenants,
+            lifecycle=self.lifecycle,
+            metrics=metrics,
+            worker_id=worker_id,
+            lease_margin=lease_margin,
+        )
+        self.attempts = Attempts(
+            execute=execute,
+            tenants=tenants,
+            claims=self.claims,
+            lifecycle=self.lifecycle,
+            after_end=self.after_end,
+            queue=queue,
+            metrics=metrics,
+            clock=clock,
+            rng=rng,
+        )
+        self.lost_attempts = LostAttempts(
+            lifecycle=self.lifecycle, after_end=self.after_end, metrics=metrics, rng=rng
+        )
 
     # --- the message ----------------------------------------------------------------------------------------
     def handle(self, message: RunMessage) -> str:
@@ -202,7 +190,9 @@ class Worker:
         stored = records.get(message.run_id)
         for _ in range(CLAIM_TRIES):
             now = self.clock()
-            verdict = self._decide(message, key, job, lane, stored, records, now)
+            # The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile.
+            decision = decide_arrival(job, lane, stored, records, message, key, now)
+            verdict = self._carry_out(decision, message, job, lane, now)
             if isinstance(verdict, str):
                 return verdict
             if isinstance(verdict, Raced):
@@ -211,92 +201,50 @@ class Worker:
                 continue
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
-            slot = self._take_slot(job, verdict.run, now)
+            slot = self.claims.take_slot(job, verdict.run, now)
             if slot is False:
                 self.metrics.count("RunsHeldBack")
                 self.queue.send_later(message, HOLD_SECONDS)
                 return "held back: the tenant is at its in-flight limit"
             taken = slot if isinstance(slot, Slot) else None
             if laned:
-                lease, lane_now = self._claim_lane(job, lane, verdict, records, message, now)
-                if isinstance(lease, Lease):
-                    return self._attempt(message, job, replace(lease, slot=taken))
-                self._give_back(job, taken)
-                if isinstance(lease, str):
-                    return lease
-                assert lane_now is not None
-                lane = lane_now
+                claimed = self.claims.claim_lane(job, lane, verdict, records, now)
+                if isinstance(claimed, Lease):
+                    return self.attempts.run(message, job, replace(claimed, slot=taken))
+                if isinstance(claimed, LaneFull):
+                    # The overlap policy decides: the fire is skipped, or waits its turn.
+                    held = self._carry_out(on_full_lane(job, verdict, message), message, job, lane, now)
+                    self.claims.give_back(job, taken)
+                    if isinstance(held, str):
+                        return held
+                else:
+                    self.claims.give_back(job, taken)
+                    lane = claimed
                 before = owed_before(job, key, message, lane)
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
             else:
-                lease, stored = self._claim_run(job, verdict, now)
+                lease, stored = self.claims.claim_run(job, verdict, now)
                 if lease is not None:
-                    return self._attempt(message, job, replace(lease, slot=taken))
-                self._give_back(job, taken)
+                    return self.attempts.run(message, job, replace(lease, slot=taken))
+                self.claims.give_back(job, taken)
         self.queue.send_later(message, HOLD_SECONDS)
         return "contended: sent again"
-
-    def _take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool:
-        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit, False when
-        every slot is taken. Slots are spread over a few items, so no item takes every run's write."""
-        limit = self.tenants.get(job.tenant_id).max_in_flight
-        if limit is None:
-            return True
-        shards = slot_shards(limit)
-        first = tables.stable_shard(run.run_id, len(shards))
-        lease_until = now + timedelta(seconds=_timeout_of(job)) + self.lease_margin
-        for offset in range(len(shards)):
-            shard = (first + offset) % len(shards)
-            for _ in range(CLAIM_TRIES):
-                slots = self.slots.get(job.tenant_id, shard)
-                live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
-                if len(live) >= shards[shard]:
-                    break
-                holder = Holder(
-                    run_id=run.run_id,
-                    token=slots.version + 1,
-                    attempt=run.attempt + 1,
-                    scheduled_for=run.scheduled_for,
-                    started_at=now,
-                    lease_until=lease_until,
-                    worker_id=self.worker_id,
-                )
-                gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
-                if self.slots.claim(job.tenant_id, shard, seen=slots, holder=holder, drop=gone) is None:
-                    return Slot(shard, holder)
-        return False
-
-    def _give_back(self, job: Job, slot: Slot | None) -> None:
-        if slot is not None:
-            self.slots.release(job.tenant_id, slot.shard, slot.holder.run_id, slot.holder.token)
 
     def _records(self, job: Job, lane: Lane, run_id: str, before: str | None) -> dict[str, Run]:
         wanted = {run_id, *lane.holders, *([before] if before else [])}
         return self.runs.find_many(job.tenant_id, job.job_id, sorted(wanted))
 
     # --- deciding ---------------------------------------------------------------------------------------
-    def _decide(
-        self,
-        message: RunMessage,
-        key: RunKey,
-        job: Job,
-        lane: Lane,
-        stored: Run | None,
-        records: dict[str, Run],
-        now: datetime,
-    ) -> Candidate | str | Raced:
-        """The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile."""
-        decision = decide_arrival(job, lane, stored, records, message, key, now)
-        return self._carry_out(decision, message, job, lane, now)
-
     def _carry_out(
         self, decision: Decision, message: RunMessage, job: Job, lane: Lane, now: datetime
     ) -> Candidate | str | Raced:
         """Do what the arrival decision says: its sends, sleeps and writes."""
         match decision:
             case Duplicate(run):
-                self._after_duplicate(message, job, run)
+                # What the first delivery may have left undone when it died after its write.
+                chain = ChainStep(message.chain_until, None) if message.chain_until is not None else None
+                self.after_end(Ended(job, run, chain=chain))
                 self.metrics.count("DuplicateDeliveriesAbsorbed")
                 return f"duplicate: the run is {run.status.value}"
             case LookAgain(delay):
@@ -313,10 +261,7 @@ class Worker:
                 self.sleep(seconds)
                 return self._carry_out(then, message, job, lane, now)
             case EndUnrun(candidate, status, reason, hand_on):
-                note = self._end_unrun(job, candidate, status, reason, now)
-                if hand_on and not isinstance(note, Raced):
-                    self._hand_on(job, candidate.run)
-                return note
+                return self._end_unrun(job, candidate, status, reason, now, hand_on=hand_on)
             case Note(text):
                 return text
             case HoldBack(text):
@@ -329,449 +274,25 @@ class Worker:
                     return "contended: sent again"
                 return replace(candidate, chain_until=to_epoch_ms(until))
             case TakeOver(candidate, cancelled):
-                if cancelled:
-                    lost = self._record_lost(candidate, now)
-                    return self._end(job, candidate, lost, RunStatus.CANCELLED, "job_cancelled", now)
-                return self._lost(job, candidate, now)
+                taken_over = self.lost_attempts.take_over(job, candidate, now, cancelled=cancelled)
+                return RACED if taken_over is None else taken_over
             case AttemptRun(candidate):
                 return candidate
 
-    def _lost(self, job: Job, candidate: Candidate, now: datetime) -> Candidate | str | Raced:
-        """The last attempt's worker died: record that attempt as lost. An at-most-once job ends ABANDONED;
-        another goes on with its next attempt while its retry policy allows one."""
-        run = self._record_lost(candidate, now)
-        lost = run.attempts[-1]
-        self.metrics.count("LeasesExpired")
-        if job.delivery == "at_most_once":
-            self.metrics.count("RunsAbandoned")
-            return self._end(job, candidate, run, RunStatus.ABANDONED, "lease_expired", now)
-        decision = decide_retry(
-            job.retry,
-            run.attempt,
-            OutcomeClass.RETRYABLE,
-            scheduled_for=run.scheduled_for,
-            now=now,
-            rng=self.rng,
-        )
-        if not decision.retry:
-            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
-            self.metrics.count("RunsDead")
-            return self._end(job, candidate, run, RunStatus.DEAD, reason, now, error=_error_of(lost))
-        if candidate.lost_holder is not None:
-            # A lane holder's attempt is in no run item yet: record it lost before the next attempt starts, so
-            # the history keeps it even if that one is lost too.
-            if not self.runs.put(run, Expect.older_than(run.fencing_token + 1)).ok:
-                return RACED
-            return Candidate(run, run, Stage.LOST, candidate.lost_holder)
-        return Candidate(run, candidate.stored, Stage.LOST, candidate.lost_holder)
-
-    def _record_lost(self, candidate: Candidate, now: datetime) -> Run:
-        """The run with its lost attempt closed: abandoned, the lease expired."""
-        run, holder = candidate.run, candidate.lost_holder
-        attempt = holder.attempt if holder is not None else run.attempt
-        open_attempt = next((a for a in run.attempts if a.attempt == attempt and a.finished_at is None), None)
-        started = (
-            holder.started_at
-            if holder is not None
-            else open_attempt.started_at
-            if open_attempt is not None
-            else (run.started_at or now)
-        )
-        lost = Attempt(
-            attempt=attempt,
-            started_at=started,
-            finished_at=now,
-            duration_ms=max(0, to_epoch_ms(now) - to_epoch_ms(started)),
-            outcome="abandoned",
-            error_code="lease_expired",
-            error_message="the worker's lease expired before the attempt's outcome was recorded",
-            worker_id=holder.worker_id if holder is not None else run.lease_owner,
-        )
-        return run.model_copy(
-            update={
-                "status": RunStatus.RUNNING,
-                "attempt": attempt,
-                "attempts": [*[a for a in run.attempts if a.attempt != attempt], lost],
-                "started_at": run.started_at or started,
-                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, started),
-                "fencing_token": holder.token if holder is not None else run.fencing_token,
-                "lease_owner": None,
-                "lease_expires_at": None,
-            }
-        )
-
-    # --- claiming ----------------------------------------------------------------------------------------
-    def _claim_lane(
-        self,
-        job: Job,
-        lane: Lane,
-        candidate: Candidate,
-        records: dict[str, Run],
-        message: RunMessage,
-        now: datetime,
-    ) -> tuple[Lease | str | None, Lane | None]:
-        """Become a holder of the job's lane: (the lease, None); (a note, None) when the lane is full and
-        the run was skipped or held back; (None, the lane as it is now) when another claim got there first."""
-        limit = capacity(job)
-        assert limit is not None
-        run = candidate.run
-        recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
-        others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
-        if len(others) >= limit:
-            held = self._carry_out(on_full_lane(job, candidate, message), message, job, lane, now)
-            return (held, None) if isinstance(held, str) else (None, lane)
-        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
-        token = lane.version + 1
-        attempt = run.attempt + 1
-        holder = Holder(
-            run_id=run.run_id,
-            token=token,
-            attempt=attempt,
-            scheduled_for=run.scheduled_for,
-            started_at=now,
-            lease_until=now + lease_for,
-            worker_id=self.worker_id,
-        )
-        finished = sorted(r for r, h in lane.holders.items() if r != run.run_id and ended(h, recorded.get(r)))
-        current = self.lanes.claim(job.tenant_id, job.job_id, seen=lane, holder=holder, drop=finished)
-        if current is not None:
-            self.metrics.count("LeaseConflicts")
-            return None, current
-        return Lease(self._leased(candidate, attempt, token, now, lease_for), holder), None
-
-    def _claim_run(self, job: Job, candidate: Candidate, now: datetime) -> tuple[Lease | None, Run | None]:
-        """Lease the run item itself (a job with no lane): (the lease, None), or (None, the run as stored
-        now) when another worker changed it first."""
-        run = candidate.run
-        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
-        leased = self._leased(candidate, run.attempt + 1, run.fencing_token + 1, now, lease_for)
-        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
-        written = self.runs.put(leased, expect)
-        if written.ok:
-            return Lease(leased, None), None
-        self.metrics.count("LeaseConflicts")
-        return None, written.current
-
-    def _leased(
-        self, candidate: Candidate, attempt: int, token: int, now: datetime, lease_for: timedelta
-    ) -> Run:
-        run = candidate.run
-        ensure_move(candidate.stored.status if candidate.stored else None, RunStatus.RUNNING)
-        record = Attempt(attempt=attempt, started_at=now, worker_id=self.worker_id)
-        return run.model_copy(
-            update={
-                "status": RunStatus.RUNNING,
-                "attempt": attempt,
-                "fencing_token": token,
-                "lease_owner": self.worker_id,
-                "lease_expires_at": now + lease_for,
-                "started_at": run.started_at or now,
-                "lag_ms": run.lag_ms if run.lag_ms is not None else _lag_ms(run, now),
-                "attempts": [*run.attempts, record],
-                "retry_at": None,
-                "reason": None,
-            }
-        )
-
-    # --- the attempt --------------------------------------------------------------------------------------
-    def _attempt(self, message: RunMessage, job: Job, lease: Lease) -> str:
-        run = lease.run
-        logger.append_keys(attempt=run.attempt)
-        logger.debug("run started", extra={"lag_ms": run.lag_ms} if run.attempt == 1 else None)
-        self.metrics.count("RunsStarted")
-        if run.attempt == 1 and run.lag_ms is not None:
-            self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
-        tenant = self.tenants.get(job.tenant_id)
-        try:
-            result = self._call_with_heartbeat(job, lease, tenant)
-            status = self._record(job, lease, result)
-        finally:
-            self._give_back(job, lease.slot)
-        if message.chain_until is not None and status is not None:
-            self._continue_chain(message, job, run, started=run.attempts[-1].started_at)
-        elif status in TERMINAL:
-            self._hand_on(job, run)
-        return f"attempt {run.attempt}: {result.outcome.value}"
-
-    def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
-        lease_for = timedelta(seconds=_timeout_of(job)) + self.lease_margin
-        stop = threading.Event()
-        current = [lease.run]  # the run item as this attempt last wrote it (its lease extended)
-
-        def beat() -> None:
-            while not stop.wait(lease_for.total_seconds() / 3):
-                until = self.clock() + lease_for
-                if lease.slot is not None:
-                    self.slots.heartbeat(
-                        job.tenant_id,
-                        lease.slot.shard,
-                        lease.slot.holder.model_copy(update={"lease_until": until}),
-                    )
-                if lease.holder is not None:
-                    kept = self.lanes.heartbeat(
-                        job.tenant_id, job.job_id, lease.holder.model_copy(update={"lease_until": until})
-                    )
-                else:
-                    extended = current[0].model_copy(update={"lease_expires_at": until})
-                    kept = self.runs.put(extended, Expect.at(current[0])).ok
-                    if kept:
-                        current[0] = extended
-                if not kept:
-                    logger.warning("lease lost during the target call")
-                    return
-
-        heartbeat = threading.Thread(target=beat, name=f"heartbeat-{lease.run.run_id}", daemon=True)
-        heartbeat.start()
-        try:
-            return self.execute(job, lease.run, tenant)
-        finally:
-            stop.set()
-            heartbeat.join(timeout=5)
-
-    def _record(self, job: Job, lease: Lease, result: TargetResult) -> RunStatus | None:
-        """Store the attempt's outcome; returns the run's new status (None: the lease was lost meanwhile)."""
-        run = lease.run
-        now = self.clock()
-        started = run.attempts[-1]
-        attempt = started.model_copy(
-            update={
-                "finished_at": now,
-                "duration_ms": max(0, to_epoch_ms(now) - to_epoch_ms(started.started_at)),
-                "outcome": OUTCOME_OF[result.outcome],
-                "error_code": result.error_code,
-                "error_message": result.error_message,
-            }
-        )
-        done = run.model_copy(
-            update={"attempts": [*run.attempts[:-1], attempt], "lease_owner": None, "lease_expires_at": None}
-        )
-        policy = (
-            job.retry if job.delivery == "at_least_once" else job.retry.model_copy(update={"max_attempts": 1})
-        )
-        decision = decide_retry(
-            policy, run.attempt, result.outcome, scheduled_for=run.scheduled_for, now=now, rng=self.rng
-        )
-        if decision.retry:
-            delay = math.ceil(decision.delay.total_seconds())
-            soon = delay <= MAX_DELAY_SECONDS
-            waiting = done.model_copy(
-                update={
-                    "status": RunStatus.RETRY_WAIT,
-                    "retry_at": now + decision.delay,
-                    # A retry SQS can delay is sent now; a later one is the sweeper's, nearer the time.
-                    "retry_sent_at": now if soon else None,
-                }
-            )
-            if not self._store_attempt_end(lease, waiting):
-                return None
-            self.metrics.count("RunsRetried")
-            logger.debug(
-                "run attempt failed, retry scheduled",
-                extra={
-                    "status": waiting.status.value,
-                    "error_code": result.error_code,
-                    "duration_ms": attempt.duration_ms,
-                },
-            )
-            if soon:
-                self.queue.send_later(_retry_message(waiting), delay)
-            return RunStatus.RETRY_WAIT
-        if result.outcome is OutcomeClass.SUCCESS:
-            status, reason, metric = RunStatus.SUCCEEDED, None, "RunsSucceeded"
-        elif result.outcome is OutcomeClass.PERMANENT:
-            status, reason, metric = RunStatus.FAILED, result.error_code, "RunsFailed"
-        else:
-            status, metric = RunStatus.DEAD, "RunsDead"
-            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
-        final = done.model_copy(
-            update={
-                "status": status,
-                "reason": reason,
-                "finished_at": now,
-                "dead_letter_owed": status is RunStatus.DEAD,
-            }
-        )
-        if not self._store_attempt_end(lease, final):
-            return None
-        self.metrics.count(metric)
-        if status is RunStatus.DEAD:
-            self._send_dead_letter(final, error=_error_of(attempt, result.status_code))
-        else:
-            _log_end(final, error_code=result.error_code, duration_ms=attempt.duration_ms)
-        self._complete_if_last(job, final)
-        return status
-
-    def _store_attempt_end(self, lease: Lease, run: Run) -> bool:
-        """One conditional write, fenced on the attempt's token: a holder's end (no newer attempt stored),
-        or the run item's own lease (still this attempt's)."""
-        expect = (
-            Expect.older_than(run.fencing_token + 1) if lease.holder is not None else Expect.at(lease.run)
-        )
-        if not self.runs.put(run, expect).ok:
-            self.metrics.count("LeaseConflicts")
-            logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")
-            return False
-        return True
-
     # --- ends without an attempt ------------------------------------------------------------------------
     def _end_unrun(
-        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime
+        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime, *, hand_on: bool
     ) -> str | Raced:
         """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED. A fire of a
         job with no lane is decided before its run item is read: if the item exists after all (an attempt
         whose worker died), the write fails and the run is decided again as it is."""
-        ensure_move(candidate.stored.status if candidate.stored else None, status)
-        final = candidate.run.model_copy(update={"status": status, "reason": reason, "finished_at": now})
-        expect = Expect.new() if candidate.stored is None else Expect.at(candidate.stored)
-        if not self.runs.put(final, expect).ok:
+        final = self.lifecycle.end_unrun(candidate, status, reason, now)
+        if final is None:
             return RACED
         if status is RunStatus.MISSED:
             self.metrics.count("RunsMissed")
         elif status is RunStatus.SKIPPED:
             self.metrics.count("RunsSkipped")
-        _log_end(final)
-        self._complete_if_last(job, final)
+        log_end(final)
+        self.after_end(Ended(job, final, hand_on=hand_on))
         return f"{status.value.lower()}: {reason}"
-
-    def _end(
-        self,
-        job: Job,
-        candidate: Candidate,
-        run: Run,
-        status: RunStatus,
-        reason: str,
-        now: datetime,
-        *,
-        error: dict[str, Any] | None = None,
-    ) -> str:
-        """A lost attempt's run ends (ABANDONED, or DEAD once its retries are spent)."""
-        final = run.model_copy(
-            update={
-                "status": status,
-                "reason": reason,
-                "finished_at": now,
-                "dead_letter_owed": status is RunStatus.DEAD,
-            }
-        )
-        expect = (
-            Expect.older_than(final.fencing_token + 1)
-            if candidate.lost_holder is not None
-            else Expect.at(candidate.stored)
-            if candidate.stored is not None
-            else Expect.new()
-        )
-        if self.runs.put(final, expect).ok:
-            if status is RunStatus.DEAD:
-                self._send_dead_letter(final, error=error)
-            else:
-                _log_end(final, error_code=final.attempts[-1].error_code if final.attempts else None)
-            self._complete_if_last(job, final)
-        return f"{status.value.lower()}: {reason}"
-
-    # --- afterwards --------------------------------------------------------------------------------------
-    def _after_duplicate(self, message: RunMessage, job: Job, run: Run) -> None:
-        """What the first delivery may have left undone when it died after its write: the dead letter, the
-        job's completion, the backfill chain's next step."""
-        if run.status is RunStatus.DEAD and run.dead_letter_owed:
-            self._send_dead_letter(run, error=_error_of(run.attempts[-1] if run.attempts else None))
-        self._complete_if_last(job, run)
-        if message.chain_until is not None:
-            self._continue_chain(message, job, run, started=None)
-
-    def _hand_on(self, job: Job, run: Run) -> None:
-        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane. Send it
-        now rather than when its message comes back (the second message is absorbed as a duplicate)."""
-        if job.overlap_policy != "queue" or job.status is not JobStatus.ACTIVE or run.trigger != "schedule":
-            return
-        following = next_in_chain(job, run.scheduled_for, self.clock())
-        if following is not None:
-            message = RunMessage(
-                tenant_id=job.tenant_id,
-                run_id=scheduled_run_id(job.job_id, following),
-                sent_at=to_epoch_ms(self.clock()),
-            )
-            self.queue.send_later(message, 0)
-
-    def _continue_chain(self, message: RunMessage, job: Job, run: Run, started: datetime | None) -> None:
-        """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
-        assert message.chain_until is not None
-        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
-        if following is None:
-            return
-        if started is not None:
-            spacing = (started + BACKFILL_SPACING - self.clock()).total_seconds()
-            if spacing > 0:
-                self.sleep(spacing)
-        step = RunMessage(
-            tenant_id=job.tenant_id,
-            run_id=scheduled_run_id(job.job_id, following),
-            sent_at=to_epoch_ms(self.clock()),
-            chain_until=message.chain_until,
-        )
-        self.queue.send_later(step, 0)
-
-    def _send_dead_letter(self, run: Run, *, error: dict[str, Any] | None) -> None:
-        """Send, then clear the debt; a failure in between leaves the debt, paid when the message returns."""
-        self.dead_letters.send(run, reason=run.reason or "retries_exhausted", error=error)
-        logger.info(
-            "run dead-lettered",
-            extra={
-                "status": run.status.value,
-                "reason": run.reason or "retries_exhausted",
-                "attempt": run.attempt,
-                "error_code": (error or {}).get("code"),
-            },
-        )
-        self.runs.put(run.model_copy(update={"dead_letter_owed": False}), Expect.at(run))
-
-    def _complete_if_last(self, job: Job, run: Run) -> None:
-        """The job completes once its schedule's last fire has ended, however it ended."""
-        if (
-            run.trigger == "schedule"
-            and job.status is JobStatus.ACTIVE
-            and is_last_fire(job, run.scheduled_for)
-        ):
-            self.jobs.complete(job.tenant_id, job.job_id, through=run.scheduled_for)
-
-
-def _log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
-    """One line for a run that ended other than DEAD (whose dead letter says it): routine ends at DEBUG,
-    a run that failed or was abandoned at INFO, for the operator to look at."""
-    given = {
-        "status": run.status.value,
-        "reason": run.reason,
-        "attempt": run.attempt or None,  # 0: the run ended before any attempt
-        "error_code": error_code,
-        "duration_ms": duration_ms,
-    }
-    fields = {name: value for name, value in given.items() if value is not None}
-    # stacklevel: the line's location is the caller's, where the run ended.
-    if run.status is RunStatus.SUCCEEDED:
-        logger.debug("run succeeded", extra=fields, stacklevel=3)
-    elif run.status is RunStatus.FAILED:
-        logger.info("run failed", extra=fields, stacklevel=3)
-    elif run.status is RunStatus.ABANDONED:
-        logger.info("run abandoned", extra=fields, stacklevel=3)
-    else:
-        logger.debug("run ended", extra=fields, stacklevel=3)
-
-
-def _lag_ms(run: Run, started: datetime) -> int:
-    """From when the fire was due, its jitter included, to ``started``."""
-    return max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for) - (run.jitter_ms or 0))
-
-
-def _retry_message(run: Run) -> RunMessage:
-    return RunMessage(tenant_id=run.tenant_id, run_id=run.run_id, attempt=run.attempt + 1)
-
-
-def _error_of(attempt: Attempt | None, status_code: int | None = None) -> dict[str, Any]:
-    return {
-        "code": attempt.error_code if attempt else None,
-        "message": attempt.error_message if attempt else None,
-        "status_code": status_code,
-    }
-
-
-def _timeout_of(job: Job) -> int:
-    return int(getattr(job.target, "timeout_seconds", 30))

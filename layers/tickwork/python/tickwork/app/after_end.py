@@ -1,0 +1,185 @@
+"""What follows a run's end, in one place: the steps, in the order they run.
+
+1. the dead letter of a DEAD run: sent, then its debt cleared (a failure in between leaves the debt, paid by
+   whoever reads the run next: the message's next delivery);
+2. the job's completion, once its schedule's last fire has ended, however it ended;
+3. a `queue` job's next fire, if already due, sent at once rather than when its held message comes back;
+4. a backfill chain's next fire, sent once this fire's attempt has ended (paced).
+
+Whoever ended the run (an attempt, a decision that ends it unrun, a lost attempt taken over) calls
+:class:`AfterEnd` with an :class:`Ended`, which says which of the steps the end asks for; a duplicate
+delivery of a run that ended calls it too, to finish what the first delivery may have left undone: a step
+may then run twice, so a second message for a fire is absorbed as a duplicate, a completed job stays
+completed, and a dead letter goes out while it is owed (at least once). The run writes among the steps go
+through :class:`~tickwork.app.lifecycle.RunLifecycle`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from tickwork.app.lifecycle import RunLifecycle
+from tickwork.app.ports import Clock, DeadLetters, JobStore, RunQueue
+from tickwork.domain.fires import is_last_fire, next_in_chain
+from tickwork.domain.lifecycle import TERMINAL
+from tickwork.domain.models import Attempt, Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.observability import logger
+
+# Backfill runs at most ten fires a second per job.
+BACKFILL_SPACING = timedelta(milliseconds=100)
+
+
+@dataclass(frozen=True)
+class ChainStep:
+    """The backfill chain a fire belongs to: its next fire follows once this one's attempt has ended."""
+
+    until: int
+    """The chain's last fire (epoch ms)."""
+    paced_from: datetime | None
+    """This fire's attempt started then: the next one waits ``BACKFILL_SPACING`` after it (None: no wait)."""
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A run as its end was stored, or found stored by a duplicate delivery, and the steps its end asks
+    for. In a backfill chain, a RETRY_WAIT run's attempt has ended too: its chain goes on."""
+
+    job: Job
+    run: Run
+    status_code: int | None = None
+    """What the target answered last, for the dead letter."""
+    hand_on: bool = False
+    """A `queue` job's fire ended: its next fire may be sent now."""
+    chain: ChainStep | None = None
+
+
+class AfterEnd:
+    def __init__(
+        self,
+        *,
+        jobs: JobStore,
+        lifecycle: RunLifecycle,
+        dead_letters: DeadLetters,
+        queue: RunQueue,
+        clock: Clock,
+        sleep: Callable[[float], None],
+    ):
+        self.jobs = jobs
+        self.lifecycle = lifecycle
+        self.dead_letters = dead_letters
+        self.queue = queue
+        self.clock = clock
+        self.sleep = sleep
+        self.steps: tuple[Callable[[Ended], None], ...] = (
+            self.send_dead_letter,
+            self.complete_job,
+            self.hand_on,
+            self.continue_chain,
+        )
+
+    def __call__(self, ended: Ended) -> None:
+        for step in self.steps:
+            step(ended)
+
+    def send_dead_letter(self, ended: Ended) -> None:
+        """Send, then clear the debt; a failure in between leaves the debt, paid when the message returns."""
+        run = ended.run
+        if run.status is not RunStatus.DEAD or not run.dead_letter_owed:
+            return
+        error = _error_of(run.attempts[-1] if run.attempts else None, ended.status_code)
+        self.dead_letters.send(run, reason=run.reason or "retries_exhausted", error=error)
+        logger.info(
+            "run dead-lettered",
+            extra={
+                "status": run.status.value,
+                "reason": run.reason or "retries_exhausted",
+                "attempt": run.attempt,
+                "error_code": error["code"],
+            },
+        )
+        self.lifecycle.dead_letter_paid(run)
+
+    def complete_job(self, ended: Ended) -> None:
+        """The job completes once its schedule's last fire has ended, however it ended."""
+        job, run = ended.job, ended.run
+        if (
+            run.status in TERMINAL
+            and run.trigger == "schedule"
+            and job.status is JobStatus.ACTIVE
+            and is_last_fire(job, run.scheduled_for)
+        ):
+            self.jobs.complete(job.tenant_id, job.job_id, through=run.scheduled_for)
+
+    def hand_on(self, ended: Ended) -> None:
+        """A `queue` job's fire has ended: its next fire, if due, is held back waiting for the lane. Send it
+        now rather than when its message comes back (the second message is absorbed as a duplicate)."""
+        job, run = ended.job, ended.run
+        if (
+            not ended.hand_on
+            or job.overlap_policy != "queue"
+            or job.status is not JobStatus.ACTIVE
+            or run.trigger != "schedule"
+        ):
+            return
+        following = next_in_chain(job, run.scheduled_for, self.clock())
+        if following is not None:
+            message = RunMessage(
+                tenant_id=job.tenant_id,
+                run_id=scheduled_run_id(job.job_id, following),
+                sent_at=to_epoch_ms(self.clock()),
+            )
+            self.queue.send_later(message, 0)
+
+    def continue_chain(self, ended: Ended) -> None:
+        """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
+        job, chain = ended.job, ended.chain
+        if chain is None:
+            return
+        following = next_in_chain(job, ended.run.scheduled_for, from_epoch_ms(chain.until))
+        if following is None:
+            return
+        if chain.paced_from is not None:
+            spacing = (chain.paced_from + BACKFILL_SPACING - self.clock()).total_seconds()
+            if spacing > 0:
+                self.sleep(spacing)
+        step = RunMessage(
+            tenant_id=job.tenant_id,
+            run_id=scheduled_run_id(job.job_id, following),
+            sent_at=to_epoch_ms(self.clock()),
+            chain_until=chain.until,
+        )
+        self.queue.send_later(step, 0)
+
+
+def log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:
+    """The line whoever ended a run writes, when it ended other than DEAD (whose dead letter says it):
+    routine ends at DEBUG, a run that failed or was abandoned at INFO, for the operator to look at."""
+    given = {
+        "status": run.status.value,
+        "reason": run.reason,
+        "attempt": run.attempt or None,  # 0: the run ended before any attempt
+        "error_code": error_code,
+        "duration_ms": duration_ms,
+    }
+    fields = {name: value for name, value in given.items() if value is not None}
+    # stacklevel: the line's location is the caller's, where the run ended.
+    if run.status is RunStatus.SUCCEEDED:
+        logger.debug("run succeeded", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.FAILED:
+        logger.info("run failed", extra=fields, stacklevel=3)
+    elif run.status is RunStatus.ABANDONED:
+        logger.info("run abandoned", extra=fields, stacklevel=3)
+    else:
+        logger.debug("run ended", extra=fields, stacklevel=3)
+
+
+def _error_of(attempt: Attempt | None, status_code: int | None) -> dict[str, Any]:
+    return {
+        "code": attempt.error_code if attempt else None,
+        "message": attempt.error_message if attempt else None,
+        "status_code": status_code,
+    }

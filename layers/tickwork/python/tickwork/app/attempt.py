@@ -1,0 +1,179 @@
+"""One attempt of a run: the target called while a heartbeat keeps the lease, then its outcome recorded.
+
+The heartbeat is a thread that extends every lease the attempt holds (its tenant slot, its lane holder or
+its run item) three times a lease, until the call returns or a lease is lost. The outcome is written in the
+run item, one write fenced on the attempt's token: RETRY_WAIT while the retry policy allows another attempt
+(its message sent now when SQS can delay it that long, else by the sweeper nearer the time), else the run's
+end. The tenant slot goes back once the attempt is over; what follows the end is
+:class:`~tickwork.app.after_end.AfterEnd`'s.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from collections.abc import Callable
+
+from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
+from tickwork.app.claims import Claims, Lease
+from tickwork.app.lifecycle import RunLifecycle
+from tickwork.app.ports import Clock, Metrics, RunQueue, TenantStore
+from tickwork.domain.arrival import MAX_DELAY_SECONDS
+from tickwork.domain.lifecycle import TERMINAL
+from tickwork.domain.models import Job, Run, RunMessage, RunStatus
+from tickwork.domain.retry import OutcomeClass, decide_retry
+from tickwork.domain.tenants import Tenant
+from tickwork.domain.timeutil import to_epoch_ms
+from tickwork.observability import logger
+from tickwork.targets import TargetResult
+
+OUTCOME_OF = {
+    OutcomeClass.SUCCESS: "succeeded",
+    OutcomeClass.RETRYABLE: "retryable_error",
+    OutcomeClass.PERMANENT: "permanent_error",
+}
+
+Execute = Callable[[Job, Run, Tenant], TargetResult]
+
+
+class Attempts:
+    def __init__(
+        self,
+        *,
+        execute: Execute,
+        tenants: TenantStore,
+        claims: Claims,
+        lifecycle: RunLifecycle,
+        after_end: AfterEnd,
+        queue: RunQueue,
+        metrics: Metrics,
+        clock: Clock,
+        rng: random.Random,
+    ):
+        self.execute = execute
+        self.tenants = tenants
+        self.claims = claims
+        self.lifecycle = lifecycle
+        self.after_end = after_end
+        self.queue = queue
+        self.metrics = metrics
+        self.clock = clock
+        self.rng = rng
+
+    def run(self, message: RunMessage, job: Job, lease: Lease) -> str:
+        """Attempt the leased run; returns what happened, for the message's note."""
+        run = lease.run
+        logger.append_keys(attempt=run.attempt)
+        logger.debug("run started", extra={"lag_ms": run.lag_ms} if run.attempt == 1 else None)
+        self.metrics.count("RunsStarted")
+        if run.attempt == 1 and run.lag_ms is not None:
+            self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
+        tenant = self.tenants.get(job.tenant_id)
+        try:
+            result = self._call_with_heartbeat(job, lease, tenant)
+            stored = self._record(job, lease, result)
+        finally:
+            # The attempt is over (recorded, or its lease lost): its slot goes back before what follows it.
+            self.claims.give_back(job, lease.slot)
+        if stored is not None:
+            until = message.chain_until
+            chain = ChainStep(until, run.attempts[-1].started_at) if until is not None else None
+            hand_on = chain is None and stored.status in TERMINAL
+            self.after_end(Ended(job, stored, status_code=result.status_code, hand_on=hand_on, chain=chain))
+        return f"attempt {run.attempt}: {result.outcome.value}"
+
+    def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
+        lease_for = self.claims.lease_for(job)
+        stop = threading.Event()
+
+        def beat() -> None:
+            kept = lease  # as this attempt last extended it
+            while not stop.wait(lease_for.total_seconds() / 3):
+                extended = self.claims.extend(job, kept, self.clock() + lease_for)
+                if extended is None:
+                    logger.warning("lease lost during the target call")
+                    return
+                kept = extended
+
+        heartbeat = threading.Thread(target=beat, name=f"heartbeat-{lease.run.run_id}", daemon=True)
+        heartbeat.start()
+        try:
+            return self.execute(job, lease.run, tenant)
+        finally:
+            stop.set()
+            heartbeat.join(timeout=5)
+
+    def _record(self, job: Job, lease: Lease, result: TargetResult) -> Run | None:
+        """Store the attempt's outcome; returns the run as stored (None: the lease was lost meanwhile)."""
+        run = lease.run
+        now = self.clock()
+        started = run.attempts[-1]
+        attempt = started.model_copy(
+            update={
+                "finished_at": now,
+                "duration_ms": max(0, to_epoch_ms(now) - to_epoch_ms(started.started_at)),
+                "outcome": OUTCOME_OF[result.outcome],
+                "error_code": result.error_code,
+                "error_message": result.error_message,
+            }
+        )
+        done = run.model_copy(
+            update={"attempts": [*run.attempts[:-1], attempt], "lease_owner": None, "lease_expires_at": None}
+        )
+        policy = (
+            job.retry if job.delivery == "at_least_once" else job.retry.model_copy(update={"max_attempts": 1})
+        )
+        decision = decide_retry(
+            policy, run.attempt, result.outcome, scheduled_for=run.scheduled_for, now=now, rng=self.rng
+        )
+        in_lane = lease.holder is not None
+        if decision.retry:
+            delay = math.ceil(decision.delay.total_seconds())
+            soon = delay <= MAX_DELAY_SECONDS
+            waiting = self.lifecycle.wait_for_retry(
+                run,
+                done,
+                in_lane=in_lane,
+                retry_at=now + decision.delay,
+                # A retry SQS can delay is sent now; a later one is the sweeper's, nearer the time.
+                sent_at=now if soon else None,
+            )
+            if waiting is None:
+                self._lease_lost()
+                return None
+            self.metrics.count("RunsRetried")
+            logger.debug(
+                "run attempt failed, retry scheduled",
+                extra={
+                    "status": waiting.status.value,
+                    "error_code": result.error_code,
+                    "duration_ms": attempt.duration_ms,
+                },
+            )
+            if soon:
+                retry = RunMessage(
+                    tenant_id=waiting.tenant_id, run_id=waiting.run_id, attempt=waiting.attempt + 1
+                )
+                self.queue.send_later(retry, delay)
+            return waiting
+        if result.outcome is OutcomeClass.SUCCESS:
+            status, reason, metric = RunStatus.SUCCEEDED, None, "RunsSucceeded"
+        elif result.outcome is OutcomeClass.PERMANENT:
+            status, reason, metric = RunStatus.FAILED, result.error_code, "RunsFailed"
+        else:
+            status, metric = RunStatus.DEAD, "RunsDead"
+            reason = decision.stop_reason.value if decision.stop_reason else "retries_exhausted"
+        final = self.lifecycle.end_attempt(run, done, status, reason, now, in_lane=in_lane)
+        if final is None:
+            self._lease_lost()
+            return None
+        self.metrics.count(metric)
+        if status is not RunStatus.DEAD:  # a DEAD run's dead letter says it
+            log_end(final, error_code=result.error_code, duration_ms=attempt.duration_ms)
+        return final
+
+    def _lease_lost(self) -> None:
+        """The attempt's end was not written: its lease was lost, and a newer attempt owns the run."""
+        self.metrics.count("LeaseConflicts")
+        logger.warning("lease lost before the outcome was recorded; a newer attempt owns the run")

@@ -1,0 +1,181 @@
+"""The lease of an attempt: a slot of the tenant's in-flight limit, then the job's lane or the run item.
+
+- A tenant with ``max_in_flight`` spreads its slots over a few items; an attempt takes one with a conditional
+  write on one of them, and gives it back once the attempt is over.
+- A job whose overlap is limited (`skip`, `queue`, ``max_concurrent_runs``) is leased by a *holder* of its
+  lane: one conditional write on the lane's version as read, whose next version is the attempt's fencing
+  token. Its run item is written only when the attempt ends.
+- A job whose runs overlap freely leases the run item itself, through
+  :meth:`~tickwork.app.lifecycle.RunLifecycle.claim`.
+
+Either way the RUNNING run the attempt holds comes from :func:`~tickwork.app.lifecycle.leased`, which checks
+the move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from tickwork import tables
+from tickwork.app.lifecycle import RunLifecycle, leased
+from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore
+from tickwork.domain.arrival import Candidate
+from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
+from tickwork.domain.models import Job, Run
+
+# A claim that loses a race reads again, this many times at most, then leaves the message for later.
+CLAIM_TRIES = 5
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A slot of the tenant's in-flight limit, held for one attempt."""
+
+    shard: int
+    holder: Holder
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The attempt a worker holds: its run, RUNNING, and its lane holder when the job has a lane."""
+
+    run: Run
+    holder: Holder | None
+    slot: Slot | None = None
+
+
+@dataclass(frozen=True)
+class LaneFull:
+    """Every place in the job's lane is held by a live attempt: the overlap policy decides what follows."""
+
+
+LANE_FULL = LaneFull()
+
+
+class Claims:
+    def __init__(
+        self,
+        *,
+        lanes: Lanes,
+        slots: TenantSlots,
+        tenants: TenantStore,
+        lifecycle: RunLifecycle,
+        metrics: Metrics,
+        worker_id: str,
+        lease_margin: timedelta,
+    ):
+        self.lanes = lanes
+        self.slots = slots
+        self.tenants = tenants
+        self.lifecycle = lifecycle
+        self.metrics = metrics
+        self.worker_id = worker_id
+        self.lease_margin = lease_margin
+
+    def lease_for(self, job: Job) -> timedelta:
+        """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
+        return timedelta(seconds=timeout_of(job)) + self.lease_margin
+
+    def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool:
+        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit, False when
+        every slot is taken. Slots are spread over a few items, so no item takes every run's write."""
+        limit = self.tenants.get(job.tenant_id).max_in_flight
+        if limit is None:
+            return True
+        shards = slot_shards(limit)
+        first = tables.stable_shard(run.run_id, len(shards))
+        lease_until = now + self.lease_for(job)
+        for offset in range(len(shards)):
+            shard = (first + offset) % len(shards)
+            for _ in range(CLAIM_TRIES):
+                slots = self.slots.get(job.tenant_id, shard)
+                live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
+                if len(live) >= shards[shard]:
+                    break
+                holder = Holder(
+                    run_id=run.run_id,
+                    token=slots.version + 1,
+                    attempt=run.attempt + 1,
+                    scheduled_for=run.scheduled_for,
+                    started_at=now,
+                    lease_until=lease_until,
+                    worker_id=self.worker_id,
+                )
+                gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
+                if self.slots.claim(job.tenant_id, shard, seen=slots, holder=holder, drop=gone) is None:
+                    return Slot(shard, holder)
+        return False
+
+    def give_back(self, job: Job, slot: Slot | None) -> None:
+        if slot is not None:
+            self.slots.release(job.tenant_id, slot.shard, slot.holder.run_id, slot.holder.token)
+
+    def extend(self, job: Job, lease: Lease, until: datetime) -> Lease | None:
+        """The heartbeat: every lease the attempt holds pushed to ``until``; the lease as it is now, or None
+        when the attempt lost it."""
+        if lease.slot is not None:
+            extended_slot = lease.slot.holder.model_copy(update={"lease_until": until})
+            self.slots.heartbeat(job.tenant_id, lease.slot.shard, extended_slot)
+        if lease.holder is not None:
+            holder = lease.holder.model_copy(update={"lease_until": until})
+            return lease if self.lanes.heartbeat(job.tenant_id, job.job_id, holder) else None
+        extended = self.lifecycle.extend_lease(lease.run, until)
+        return replace(lease, run=extended) if extended is not None else None
+
+    def claim_lane(
+        self, job: Job, lane: Lane, candidate: Candidate, records: dict[str, Run], now: datetime
+    ) -> Lease | LaneFull | Lane:
+        """Become a holder of the job's lane: the lease; LANE_FULL when live attempts fill it; or the lane
+        as it is now when another claim got there first."""
+        limit = capacity(job)
+        assert limit is not None
+        run = candidate.run
+        recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
+        others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
+        if len(others) >= limit:
+            return LANE_FULL
+        lease_for = self.lease_for(job)
+        token = lane.version + 1
+        attempt = run.attempt + 1
+        # Built (and its move checked) before the lane is written: an illegal move claims nothing.
+        running = leased(
+            candidate, attempt=attempt, token=token, now=now, lease_for=lease_for, worker_id=self.worker_id
+        )
+        holder = Holder(
+            run_id=run.run_id,
+            token=token,
+            attempt=attempt,
+            scheduled_for=run.scheduled_for,
+            started_at=now,
+            lease_until=now + lease_for,
+            worker_id=self.worker_id,
+        )
+        finished = sorted(r for r, h in lane.holders.items() if r != run.run_id and ended(h, recorded.get(r)))
+        current = self.lanes.claim(job.tenant_id, job.job_id, seen=lane, holder=holder, drop=finished)
+        if current is not None:
+            self.metrics.count("LeaseConflicts")
+            return current
+        return Lease(running, holder)
+
+    def claim_run(self, job: Job, candidate: Candidate, now: datetime) -> tuple[Lease | None, Run | None]:
+        """Lease the run item itself (a job with no lane): (the lease, None), or (None, the run as stored
+        now) when another worker changed it first."""
+        run = candidate.run
+        running = leased(
+            candidate,
+            attempt=run.attempt + 1,
+            token=run.fencing_token + 1,
+            now=now,
+            lease_for=self.lease_for(job),
+            worker_id=self.worker_id,
+        )
+        written = self.lifecycle.claim(candidate, running)
+        if written.ok:
+            return Lease(running, None), None
+        self.metrics.count("LeaseConflicts")
+        return None, written.current
+
+
+def timeout_of(job: Job) -> int:
+    return int(getattr(job.target, "timeout_seconds", 30))
