@@ -79,6 +79,13 @@ class Conflict(TickworkError):
     code = "conflict"
 
 
+class LeaseLost(Conflict):
+    """A pool worker's call with a lease token that is no longer the run's: its lease lapsed, a later attempt
+    holds the run, or the run ended."""
+
+    code = "lease_lost"
+
+
 class NameTaken(Conflict):
     code = "name_taken"
 

@@ -158,6 +158,15 @@ FAILURES_INDEX = "failures"
 FAILURE_TENANT = "failure_tenant"
 FAILURE_AT = "failure_at"  # "<13-digit scheduled_for ms>#<run_id>": the tenant-wide run order
 
+# Sparse index of the runs waiting in a pool for the tenant's workers to claim them, a partition per tenant
+# and pool, oldest due first: only a waiting pool run carries the two attributes, so a claim takes it out.
+POOL_INDEX = "pool"
+POOL_KEY = "pool_key"  # "<tenant>#<pool>"
+POOL_AT = "pool_at"  # "<13-digit due ms>#<run_id>"
+# A pool run's checkpoint, an item of its own beside the run ("c#<run sort key>", outside the history's range,
+# as the manual pointers are), so that a heartbeat without one writes a small run item.
+CHECKPOINT_PREFIX = "c#"
+
 RUNS = TableDefinition(
     logical_name="runs",
     env_var="TICKWORK_RUNS_TABLE",
@@ -173,6 +182,8 @@ RUNS = TableDefinition(
         ),
         # ALL: the list shows whole runs, and the few failures are cheaper to copy than to read twice.
         IndexDefinition(FAILURES_INDEX, KeyAttribute(FAILURE_TENANT, "S"), KeyAttribute(FAILURE_AT, "S")),
+        # ALL: a claim writes the run as read, and a waiting run is small.
+        IndexDefinition(POOL_INDEX, KeyAttribute(POOL_KEY, "S"), KeyAttribute(POOL_AT, "S")),
     ),
     ttl_attribute=RUNS_TTL,
     # Read by the indexer (``tickwork.app.indexer``) into the run index below.
@@ -309,6 +320,18 @@ def index_hour_sort_key(hour: int) -> str:
 
 def index_chunk_sort_key(newest_ms: int, chunk_id: str) -> str:
     return f"{newest_ms:013d}#{chunk_id}"
+
+
+def pool_key(tenant_id: str, pool: str) -> str:
+    return f"{tenant_id}#{pool}"
+
+
+def pool_sort_key(due_ms: int, run_id: str) -> str:
+    return f"{due_ms:013d}#{run_id}"
+
+
+def checkpoint_key(run_sort_key: str) -> str:
+    return f"{CHECKPOINT_PREFIX}{run_sort_key}"
 
 
 def manual_pointer_key(manual_hash: str) -> str:

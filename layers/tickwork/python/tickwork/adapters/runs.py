@@ -4,9 +4,11 @@ job's history is a key range; manual runs found from their id through a pointer;
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -37,6 +39,10 @@ UNPROCESSED_TRIES = 8
 OPERATOR_STATUSES = RETRYABLE_BY_HAND
 # A query that reads a few runs of one job by their key range reads at most this many items.
 RANGE_READ_LIMIT = 8
+# A pool run's output and checkpoint are any JSON (floats included, which DynamoDB's numbers would change):
+# stored as their JSON text.
+OUTPUT_TEXT = "output_json"
+CHECKPOINT_TEXT = "checkpoint_json"
 
 
 def run_keys(run: Run) -> dict[str, str]:
@@ -50,6 +56,8 @@ def run_keys(run: Run) -> dict[str, str]:
 
 def run_from_item(item: dict[str, Any]) -> Run:
     values = from_item(item)
+    if OUTPUT_TEXT in values:
+        values["output"] = json.loads(values.pop(OUTPUT_TEXT))
     return Run.model_validate({key: value for key, value in values.items() if key in _RUN_FIELDS})
 
 
@@ -66,6 +74,12 @@ class DynamoRunStore:
             values["dead_letter_owed"] = True
         if run.retry_sent_at is not None:
             values["retry_sent_at"] = to_rfc3339(run.retry_sent_at)
+        if run.lease_token is not None:
+            values["lease_token"] = run.lease_token
+        if "output" in values:
+            values[OUTPUT_TEXT] = _json_text(values.pop("output"))
+        if run.progress is not None:
+            values["progress"] = Decimal(repr(run.progress))
         values.update(
             {
                 **run_keys(run),
@@ -82,6 +96,10 @@ class DynamoRunStore:
         if when is not None:
             values[tables.ATTENTION_SHARD] = tables.stable_shard(run.run_id, self.attention_shards)
             values[tables.ATTENTION_AT] = to_epoch_ms(when)
+        if run.waiting_in_pool:
+            assert run.pool is not None
+            values[tables.POOL_KEY] = tables.pool_key(run.tenant_id, run.pool)
+            values[tables.POOL_AT] = tables.pool_sort_key(to_epoch_ms(run.due_at), run.run_id)
         if run.status in OPERATOR_STATUSES:
             # Put replaces the whole item, so a run that leaves these statuses (a retry) leaves the index.
             values[tables.FAILURE_TENANT] = run.tenant_id
@@ -384,6 +402,52 @@ class DynamoRunStore:
         )
         return [(item["tenant_id"]["S"], item["run_id"]["S"]) for item in response["Items"]]
 
+    # --- pools --------------------------------------------------------------------------------------------
+    def waiting_in_pool(self, tenant_id: str, pool: str, *, limit: int) -> list[Run]:
+        """Runs waiting in the tenant's pool, oldest due first. The index is eventually consistent: a run may
+        show here a moment after its claim, which the claim's conditional write then refuses."""
+        response = self.client.query(
+            TableName=self.table,
+            IndexName=tables.POOL_INDEX,
+            KeyConditionExpression="#pool = :pool",
+            ExpressionAttributeNames={"#pool": tables.POOL_KEY},
+            ExpressionAttributeValues=to_item({":pool": tables.pool_key(tenant_id, pool)}),
+            Limit=limit,
+        )
+        return [run_from_item(item) for item in response["Items"]]
+
+    def save_checkpoint(self, run: Run, checkpoint: Any) -> bool:
+        """Keep ``checkpoint`` as the run's last, unless a later attempt (a higher fencing token) has saved
+        one: a worker that lost its lease cannot overwrite its successor's."""
+        keys = run_keys(run)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=to_item(
+                    {
+                        tables.RUNS_PK: keys[tables.RUNS_PK],
+                        tables.RUNS_SK: tables.checkpoint_key(keys[tables.RUNS_SK]),
+                        CHECKPOINT_TEXT: _json_text(checkpoint),
+                        "fencing_token": run.fencing_token,
+                        tables.RUNS_TTL: int((run.scheduled_for + self.retention).timestamp()),
+                    }
+                ),
+                ConditionExpression="attribute_not_exists(#pk) OR #token <= :token",
+                ExpressionAttributeNames={"#pk": tables.RUNS_PK, "#token": "fencing_token"},
+                ExpressionAttributeValues=to_item({":token": run.fencing_token}),
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+            return False
+        return True
+
+    def checkpoint_of(self, run: Run) -> Any:
+        """The run's last saved checkpoint (None: none yet)."""
+        keys = run_keys(run)
+        item = self._get({**keys, tables.RUNS_SK: tables.checkpoint_key(keys[tables.RUNS_SK])})
+        return json.loads(item[CHECKPOINT_TEXT]["S"]) if item else None
+
     # --- helpers ------------------------------------------------------------------------------------------
     def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
         response = self.client.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
@@ -393,6 +457,10 @@ class DynamoRunStore:
     def _find_at(self, key: dict[str, Any]) -> Run | None:
         item = self._get(key)
         return run_from_item(item) if item else None
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def _failure_position(sort_key: str) -> Position:

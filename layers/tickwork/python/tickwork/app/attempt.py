@@ -72,7 +72,7 @@ class Attempts:
         tenant = self.tenants.get(job.tenant_id)
         try:
             result = self._call_with_heartbeat(job, lease, tenant)
-            stored = self._record(job, lease, result)
+            stored = self.record(job, lease.run, result, in_lane=lease.holder is not None)
         finally:
             # The attempt is over (recorded, or its lease lost): its slot goes back before what follows it.
             self.claims.give_back(job, lease.slot)
@@ -104,9 +104,10 @@ class Attempts:
             stop.set()
             heartbeat.join(timeout=5)
 
-    def _record(self, job: Job, lease: Lease, result: TargetResult) -> Run | None:
-        """Store the attempt's outcome; returns the run as stored (None: the lease was lost meanwhile)."""
-        run = lease.run
+    def record(self, job: Job, run: Run, result: TargetResult, *, in_lane: bool) -> Run | None:
+        """Store the outcome of ``run``'s attempt (as its lease holds it: a lane holder's when ``in_lane``,
+        else the run item as read); returns the run as stored (None: the lease was lost meanwhile). A run
+        asked to stop ends CANCELLED rather than retried."""
         now = self.clock()
         started = run.attempts[-1]
         attempt = started.model_copy(
@@ -127,7 +128,15 @@ class Attempts:
         decision = decide_retry(
             policy, run.attempt, result.outcome, scheduled_for=run.scheduled_for, now=now, rng=self.rng
         )
-        in_lane = lease.holder is not None
+        if run.cancel_requested and result.outcome is not OutcomeClass.SUCCESS:
+            cancelled = self.lifecycle.end_attempt(
+                run, done, RunStatus.CANCELLED, "run_cancelled", now, in_lane=in_lane
+            )
+            if cancelled is None:
+                self._lease_lost()
+                return None
+            log_end(cancelled, error_code=result.error_code, duration_ms=attempt.duration_ms)
+            return cancelled
         if decision.retry:
             delay = math.ceil(decision.delay.total_seconds())
             soon = delay <= MAX_DELAY_SECONDS

@@ -23,6 +23,7 @@ from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore
 from tickwork.domain.arrival import Candidate
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.models import Job, Run
+from tickwork.domain.pools import pool_target_of
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
@@ -79,7 +80,10 @@ class Claims:
 
     def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool:
         """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit, False when
-        every slot is taken. Slots are spread over a few items, so no item takes every run's write."""
+        every slot is taken. Slots are spread over a few items, so no item takes every run's write. A pool
+        run takes none: the tenant's own workers bound what they run."""
+        if pool_target_of(job) is not None:
+            return True
         limit = self.tenants.get(job.tenant_id).max_in_flight
         if limit is None:
             return True
@@ -131,8 +135,14 @@ class Claims:
         limit = capacity(job)
         assert limit is not None
         run = candidate.run
-        recorded = {run_id: stored.fencing_token for run_id, stored in records.items()}
-        others = {r: h for r, h in live_holders(lane, recorded, now).items() if r != run.run_id}
+        # A run in its pool holds its place however long it waits or runs: its own lease is the pool's.
+        in_pool = {run_id for run_id, stored in records.items() if stored.in_pool}
+        recorded = {run_id: stored.fencing_token for run_id, stored in records.items() if not stored.in_pool}
+        live = {
+            **live_holders(lane, recorded, now),
+            **{r: lane.holders[r] for r in in_pool if r in lane.holders},
+        }
+        others = {r: h for r, h in live.items() if r != run.run_id}
         if len(others) >= limit:
             return LANE_FULL
         lease_for = self.lease_for(job)
@@ -157,6 +167,20 @@ class Claims:
             self.metrics.count("LeaseConflicts")
             return current
         return Lease(running, holder)
+
+    def hand_to_pool(self, job: Job, candidate: Candidate, lease: Lease | None, now: datetime) -> Run | None:
+        """A pool job's attempt is its workers' to start: the run waits in its pool, under the lane holder
+        taken for it (``lease``; None for a job with no lane, whose run item is written as read)."""
+        target = pool_target_of(job)
+        assert target is not None
+        holder = lease.holder if lease is not None else None
+        run = candidate.run.model_copy(update={"fencing_token": holder.token}) if holder else candidate.run
+        handed = self.lifecycle.hand_to_pool(
+            candidate, run, pool=target.pool, in_lane=holder is not None, now=now
+        )
+        if handed is None:
+            self.metrics.count("LeaseConflicts")
+        return handed
 
     def claim_run(self, job: Job, candidate: Candidate, now: datetime) -> tuple[Lease | None, Run | None]:
         """Lease the run item itself (a job with no lane): (the lease, None), or (None, the run as stored

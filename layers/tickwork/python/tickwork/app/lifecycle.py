@@ -141,6 +141,49 @@ class RunLifecycle:
         expect = _fence(final, in_lane=True) if candidate.lost_holder is not None else _as_read(candidate)
         return final if self._move(final, expect, was=_attempt_status(candidate)).ok else None
 
+    # --- pools: runs the tenant's own workers claim -------------------------------------------------------
+    def hand_to_pool(
+        self, candidate: Candidate, run: Run, *, pool: str, in_lane: bool, now: datetime
+    ) -> Run | None:
+        """The fire's attempt is the pool's to start: the run waits there, ENQUEUED, for a worker to claim it.
+        A lane holder's run carries the holder's token, and keeps the lane until it ends; a run with no lane
+        is written if absent or as read. None when another write got there first."""
+        waiting = run.model_copy(
+            update={
+                "status": RunStatus.ENQUEUED,
+                "pool": pool,
+                "enqueued_at": run.enqueued_at or now,
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "lease_token": None,
+                "retry_at": None,
+            }
+        )
+        expect = Expect.older_than(run.fencing_token + 1) if in_lane else _as_read(candidate)
+        was = _stored_status(candidate)
+        if was is RunStatus.ENQUEUED:  # a manual run's stored message: the same status, now in the pool
+            assert candidate.stored is not None
+            return waiting if self._keep(candidate.stored, waiting).ok else None
+        return waiting if self._move(waiting, expect, was=was).ok else None
+
+    def claim_from_pool(self, waiting: Run, claimed: Run) -> bool:
+        """A worker of the pool claims the waiting run: RUNNING under its lease token, if still as read."""
+        return self._move(claimed, Expect.at(waiting), was=waiting.status).ok
+
+    def pool_heartbeat(self, running: Run, beaten: Run) -> bool:
+        """A claimed run's heartbeat (its lease renewed, its progress kept), if still as read."""
+        return self._keep(running, beaten).ok
+
+    def request_cancel(self, running: Run) -> Run | None:
+        """A running run is asked to stop: its worker hears it at its next heartbeat."""
+        asked = running.model_copy(update={"cancel_requested": True})
+        return asked if self._keep(running, asked).ok else None
+
+    def cancel_waiting(self, run: Run, now: datetime) -> Run | None:
+        """A run not started (or between attempts) is cancelled at once."""
+        final = _ended(run, RunStatus.CANCELLED, "run_cancelled", now)
+        return final if self._move(final, Expect.at(run), was=run.status).ok else None
+
     def dead_letter_paid(self, run: Run) -> None:
         """The run's dead letter is in its queue: the debt is cleared (the run stays DEAD)."""
         self._keep(run, run.model_copy(update={"dead_letter_owed": False}))

@@ -197,6 +197,15 @@ class RunStore(Protocol):
     def due_for_attention(self, shard: int, *, now: datetime, limit: int) -> list[tuple[str, str]]:
         """``(tenant_id, run_id)`` of runs the sweeper should look at by now, oldest first."""
 
+    def waiting_in_pool(self, tenant_id: str, pool: str, *, limit: int) -> list[Run]:
+        """Runs waiting in the tenant's pool for a claim, oldest due first (possibly a moment stale)."""
+
+    def save_checkpoint(self, run: Run, checkpoint: Any) -> bool:
+        """Keep the run's checkpoint, unless a later attempt (a higher fencing token) saved one."""
+
+    def checkpoint_of(self, run: Run) -> Any:
+        """The run's last saved checkpoint; None when there is none."""
+
 
 class RunIndex(Protocol):
     """The tenant-wide run history (``tickwork.domain.run_index``), written from the runs' change feed."""

@@ -66,6 +66,7 @@ from tickwork.domain.arrival import (
 from tickwork.domain.fires import jitter_of
 from tickwork.domain.lanes import Lane, capacity
 from tickwork.domain.models import Job, Run, RunKey, RunMessage, RunStatus, parse_run_id
+from tickwork.domain.pools import pool_target_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
@@ -209,6 +210,9 @@ class Worker:
             taken = slot if isinstance(slot, Slot) else None
             if laned:
                 claimed = self.claims.claim_lane(job, lane, verdict, records, now)
+                if isinstance(claimed, Lease) and pool_target_of(job) is not None:
+                    handed = self.claims.hand_to_pool(job, verdict, claimed, now)
+                    return "handed to its pool" if handed else "contended: the run changed"
                 if isinstance(claimed, Lease):
                     return self.attempts.run(message, job, replace(claimed, slot=taken))
                 if isinstance(claimed, LaneFull):
@@ -221,6 +225,11 @@ class Worker:
                     self.claims.give_back(job, taken)
                     lane = claimed
                 before = owed_before(job, key, message, lane)
+                records = self._records(job, lane, message.run_id, before)
+                stored = records.get(message.run_id)
+            elif pool_target_of(job) is not None:
+                if self.claims.hand_to_pool(job, verdict, None, now) is not None:
+                    return "handed to its pool"
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
             else:

@@ -179,6 +179,8 @@ def decide_arrival(
     the run items read with it (the lane holders', the fire owed before it)."""
     if stored is not None and stored.status in TERMINAL:
         return Duplicate(stored)
+    if stored is not None and stored.in_pool:
+        return Note(f"in its pool: {stored.status.value.lower()} for the pool's workers")
     holder = lane.holders.get(message.run_id)
     token = stored.fencing_token if stored is not None else None
     running_holder = holder is not None and not ended(holder, token)

@@ -666,6 +666,29 @@ class Run(StrictModel):
     """When the next attempt's message went out (None: not yet, a retry too far ahead for SQS's delay)."""
     dead_letter_owed: bool = Field(False, exclude=True)
     """DEAD, and its dead letter not yet known to be in its queue: whoever reads it next sends it."""
+    # A pool run's (a ``pool`` target's): claimed by the tenant's own workers, kept alive by heartbeats.
+    pool: str | None = None
+    """The pool the run waits in (ENQUEUED) or runs in (RUNNING), claimed by the tenant's workers."""
+    progress: float | None = None
+    stage: str | None = None
+    heartbeat_at: Instant | None = None
+    lease_deadline: Instant | None = None
+    """A pool attempt's hard cap (its target's ``timeout_seconds`` from its claim), whatever heartbeats."""
+    cancel_requested: bool = False
+    """Asked to stop (``POST /v1/runs/{run_id}/cancel``) while running: it ends CANCELLED, never retried."""
+    output: JsonValue | None = None
+    lease_token: str | None = Field(None, exclude=True)
+    """The pool attempt's lease token, given to its claimer alone; never shown."""
+
+    @property
+    def waiting_in_pool(self) -> bool:
+        """Handed to its pool and not claimed yet."""
+        return self.pool is not None and self.status is RunStatus.ENQUEUED
+
+    @property
+    def in_pool(self) -> bool:
+        """In its pool's hands: waiting for a claim, or claimed and running."""
+        return self.pool is not None and self.status in (RunStatus.ENQUEUED, RunStatus.RUNNING)
 
     @property
     def due_at(self) -> datetime:

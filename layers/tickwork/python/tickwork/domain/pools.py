@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, JsonValue, StringConstraints
 from pydantic_core import PydanticCustomError
 
-from tickwork.domain.models import StrictModel, payload_depth, payload_size
+from tickwork.domain.models import Job, StrictModel, payload_depth, payload_size
 
 POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,63}$"
 MAX_CHECKPOINT_BYTES = 64 * 1024
@@ -71,6 +71,12 @@ class PoolTarget(StrictModel):
     pool: PoolName
     heartbeat_timeout_seconds: int = Field(60, ge=10, le=600)
     timeout_seconds: int = Field(3600, ge=1, le=MAX_ATTEMPT_SECONDS)
+
+
+def pool_target_of(job: Job) -> PoolTarget | None:
+    """The job's pool target, if its target is a pool."""
+    target: object = job.target  # the target union is made at run time, as kinds register
+    return target if isinstance(target, PoolTarget) else None
 
 
 # --- the routes' bodies -------------------------------------------------------------------------------------

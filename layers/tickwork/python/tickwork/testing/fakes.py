@@ -7,6 +7,7 @@ tests use these to check the logic without moto; the adapters are tested against
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -296,6 +297,7 @@ class FakeRunStore:
         self.failed_writes = 0
         self.changes: list[tuple[str, IndexEntry]] = []
         self.versions = itertools.count(1)
+        self.checkpoints: dict[tuple[str, str], tuple[int, Any]] = {}
 
     def take_changes(self) -> list[tuple[str, IndexEntry]]:
         with self.lock:
@@ -406,6 +408,32 @@ class FakeRunStore:
                 if (when := attention_at(run)) is not None and when <= now
             )
         return [(tenant, run_id) for _, tenant, run_id in due[:limit]]
+
+    def waiting_in_pool(self, tenant_id: str, pool: str, *, limit: int) -> list[Run]:
+        with self.lock:
+            waiting = sorted(
+                (
+                    run
+                    for (tenant, _), run in self.runs.items()
+                    if tenant == tenant_id and run.waiting_in_pool and run.pool == pool
+                ),
+                key=lambda run: (run.due_at, run.run_id),
+            )
+        return waiting[:limit]
+
+    def save_checkpoint(self, run: Run, checkpoint: Any) -> bool:
+        with self.lock:
+            saved = self.checkpoints.get((run.tenant_id, run.run_id))
+            if saved is not None and saved[0] > run.fencing_token:
+                return False
+            copied = json.loads(json.dumps(checkpoint))
+            self.checkpoints[(run.tenant_id, run.run_id)] = (run.fencing_token, copied)
+            return True
+
+    def checkpoint_of(self, run: Run) -> Any:
+        with self.lock:
+            saved = self.checkpoints.get((run.tenant_id, run.run_id))
+        return saved[1] if saved is not None else None
 
 
 class FakeRunIndex:
