@@ -26,17 +26,7 @@ def pool_kind() -> Iterator[None]:
 
 
 def pools_of(world: World) -> PoolService:
-    worker = world.default_worker
-    return PoolService(
-        jobs=world.jobs,
-        runs=world.runs,
-        lifecycle=worker.lifecycle,
-        attempts=worker.attempts,
-        after_end=worker.after_end,
-        metrics=world.metrics,
-        clock=world.clock,
-        sleep=world.clock.sleep,
-    )
+    return world.pools
 
 
 def pool_job(world: World, *, tenant: str = "acme", **fields: Any) -> Job:
@@ -318,3 +308,20 @@ def test_a_long_poll_waits_for_a_run_that_comes() -> None:
     [claimed] = claim(pools, wait=20)
     assert claimed.run.job_id == job.job_id
     assert sum(slept) < 20
+
+
+def test_the_sweeper_ends_a_lapsed_lease_at_its_next_tick_and_the_run_is_claimed_again() -> None:
+    world = World()
+    pools = pools_of(world)
+    job = pool_job(world, retry={"max_attempts": 3, "initial_delay_seconds": 1, "jitter": "none"})
+    handed(world, job)
+    [claimed] = claim(pools)
+    world.run_for(29)  # within the heartbeat timeout: the sweeper leaves it
+    assert world.runs.get("acme", claimed.run.run_id).status is RunStatus.RUNNING
+    world.run_for(4)  # past it: ended as a retryable failure, its retry sent and handed to the pool again
+    stored = world.runs.get("acme", claimed.run.run_id)
+    assert stored.status is RunStatus.ENQUEUED and stored.attempt == 1
+    assert stored.attempts[-1].error_code == "heartbeat_timeout"
+    assert world.metrics.counts.get("PoolLeasesLapsed") == 1
+    [again] = claim(pools, worker="w2")
+    assert again.run.attempt == 2

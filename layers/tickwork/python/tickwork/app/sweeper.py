@@ -2,7 +2,9 @@
 
 - a manual run (or a re-run by hand) whose message may not have gone out: sent again;
 - a run waiting for a retry due later than SQS can delay a message: its message is sent once the retry is
-  less than the sweep's lead away; a short retry whose message was lost: sent again.
+  less than the sweep's lead away; a short retry whose message was lost: sent again;
+- a pool run whose lease lapsed (no heartbeat within its timeout, or its cap reached): its attempt ends as a
+  retryable failure (``lapse``, the pools' own: the retry policy decides what follows).
 
 A fire's own runs need no sweeper: a fire is a message until a worker records it, and a worker that dies
 leaves the message to come back after its visibility timeout. Each repair moves the run's attention time on,
@@ -11,11 +13,12 @@ so the next sweep finds nothing to do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.ports import Dispatch, Metrics, RunQueue, RunStore
-from tickwork.domain.models import RunMessage, RunStatus
+from tickwork.domain.models import Run, RunMessage, RunStatus
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
@@ -23,9 +26,17 @@ from tickwork.observability import logger
 
 class Sweeper:
     def __init__(
-        self, *, runs: RunStore, queue: RunQueue, metrics: Metrics, shards: int, limit_per_shard: int = 500
+        self,
+        *,
+        runs: RunStore,
+        queue: RunQueue,
+        metrics: Metrics,
+        shards: int,
+        limit_per_shard: int = 500,
+        lapse: Callable[[Run], Run | None] | None = None,
     ):
         self.runs = runs
+        self.lapse = lapse
         self.lifecycle = RunLifecycle(runs)
         self.queue = queue
         self.metrics = metrics
@@ -47,6 +58,10 @@ class Sweeper:
 
     def _repair(self, tenant_id: str, run_id: str, now: datetime) -> int:
         run = self.runs.get(tenant_id, run_id)
+        if run.in_pool:
+            return int(
+                run.status is RunStatus.RUNNING and self.lapse is not None and self.lapse(run) is not None
+            )
         if run.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
             message = RunMessage(tenant_id=tenant_id, run_id=run_id, sent_at=to_epoch_ms(now))
             if self.queue.send([Dispatch(message, run.scheduled_for)], now):

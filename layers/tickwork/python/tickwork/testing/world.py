@@ -14,6 +14,7 @@ from typing import Any
 
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
+from tickwork.app.pools import PoolService
 from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
@@ -104,6 +105,17 @@ class World:
             allow_private_targets=True,
         )
         self.default_worker = self.worker("w1")
+        self.pools = PoolService(
+            jobs=self.jobs,
+            runs=self.runs,
+            lifecycle=self.default_worker.lifecycle,
+            attempts=self.default_worker.attempts,
+            after_end=self.default_worker.after_end,
+            metrics=self.metrics,
+            clock=self.clock,
+            sleep=self.clock.sleep,
+        )
+        self.sweeper.lapse = self.pools.lapse
 
     # --- parts ----------------------------------------------------------------------------------------------
     def worker(self, worker_id: str, *, clock: Callable[[], datetime] | None = None) -> Worker:
