@@ -70,10 +70,10 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
 
 # CloudFormation takes at most 500 resources in one stack. Each planner group adds 2 (its EventBridge rule and
 # Lambda permission) and each worker function past the first 7 (function, role, policy, log group, event
-# source mapping, errors and throttles alarms); the stack's other resources number under 110 (the indexer
-# and the run index table took 9 of them).
+# source mapping, errors and throttles alarms); the stack's other resources number under 126 (the indexer
+# and the run index table took 9 of them, the pool routes' API resources and methods 16).
 STACK_RESOURCES_MAX = 500
-OTHER_RESOURCES = 110
+OTHER_RESOURCES = 126
 RESOURCES_PER_PLANNER_GROUP = 2
 RESOURCES_PER_WORKER_FUNCTION = 7
 # Planner groups a stack can have (see StageConfig.planner_groups), with one worker function.

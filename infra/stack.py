@@ -216,14 +216,18 @@ class TickworkStack(Stack):
 
         for definition in tables.ALL_TABLES:
             grant(api, definition, write=True)
-        # The API plans first fires inside the horizon at once, like the planner.
+        # The API plans first fires inside the horizon at once, like the planner; a pool run's attempt ending
+        # through the API (complete, fail) sends its retry or its dead letter, as a worker's would.
         storage.run_queue.grant_send_messages(api)
+        storage.dead_run_queue.grant_send_messages(api)
 
         # The planner completes a job whose last fire it recorded MISSED (the tenant's job count), and keeps
         # the highest due-shard count in the tenants table.
         for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(planner, definition, write=True)
         storage.run_queue.grant_send_messages(planner)
+        # Its sweeper ends pool runs whose lease lapsed: their retry, or their dead letter.
+        storage.dead_run_queue.grant_send_messages(planner)
 
         # The indexer writes the run index only; the mapping's own grant reads the runs table's stream.
         grant(self.indexer_function.function, tables.RUN_INDEX, write=True)

@@ -1,10 +1,9 @@
 """Pools on the in-memory stores: a pool job's fire waits in its pool, a claim takes it under a lease token,
-heartbeats keep it, complete and fail end it, a lapsed lease retries it from its checkpoint, cancel stops it.
-The pool target kind is registered here only: jobs may name pools once the routes are served."""
+heartbeats keep it, complete and fail end it, a lapsed lease retries it from its checkpoint, cancel stops
+it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -13,16 +12,7 @@ from tickwork.app.pools import PoolService
 from tickwork.domain.models import Job, Run, RunStatus
 from tickwork.domain.pools import ClaimRequest, CompleteRequest, FailRequest, HeartbeatRequest
 from tickwork.errors import InvalidState, LeaseLost, NotFound
-from tickwork.targets.kinds.pool import POOL_KIND
-from tickwork.targets.registry import register, unregister
 from tickwork.testing.world import START, World
-
-
-@pytest.fixture(autouse=True)
-def pool_kind() -> Iterator[None]:
-    register(POOL_KIND)
-    yield
-    unregister("pool")
 
 
 def pools_of(world: World) -> PoolService:

@@ -59,13 +59,25 @@ def test_authorizer_only_reads_tenants(default_stack: Synthesized) -> None:
     assert access["tenants"] == set(READ_ACTIONS)
 
 
-def test_planner_has_no_idempotency_table_and_no_dead_run_queue(default_stack: Synthesized) -> None:
+def test_planner_has_no_idempotency_table_and_sends_to_the_dead_run_queue_only(
+    default_stack: Synthesized,
+) -> None:
+    """The planner's sweeper ends pool runs whose lease lapsed, and a run it ends DEAD owes its dead letter:
+    it may send to that queue, and do nothing else with it."""
     access = _table_access(default_stack, "planner_function")
     assert set(access) == {tables.JOBS.logical_name, tables.RUNS.logical_name, tables.TENANTS.logical_name}
     dead = default_stack.logical_id(default_stack.stack.storage.dead_run_queue)
-    assert all(
-        dead not in str(statement["Resource"]) for statement in _statements(default_stack, "planner_function")
-    )
+    on_dead = [
+        statement
+        for statement in _statements(default_stack, "planner_function")
+        if dead in str(statement["Resource"])
+    ]
+    assert on_dead, "the planner cannot send a lapsed pool run's dead letter"
+    for statement in on_dead:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert all(
+            action.startswith("sqs:SendMessage") or action.startswith("sqs:GetQueue") for action in actions
+        ), actions
 
 
 def test_every_worker_function_has_the_first_ones_grants(synthesized: Synthesized) -> None:

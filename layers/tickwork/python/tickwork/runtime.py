@@ -29,6 +29,7 @@ from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
+from tickwork.app.pools import PoolService
 from tickwork.app.ports import DeadLetters, Dispatch, Metrics, RunQueue
 from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
@@ -101,6 +102,16 @@ class NoRunQueue:
 
     def send_later(self, message: RunMessage, delay_seconds: int) -> None:
         return None
+
+
+class NoDeadRunQueue:
+    """No dead-run queue configured (an API-only deployment, some tests): a run that goes DEAD keeps its dead
+    letter owed, and this says why, rather than the worker or the pool routes refusing to start."""
+
+    def send(self, run: Run, *, reason: str, error: dict[str, Any] | None) -> None:
+        raise RuntimeError(
+            f"{tables.DEAD_RUN_QUEUE.env_var} is not set: the dead letter of {run.run_id} is owed"
+        )
 
 
 @dataclass
@@ -189,7 +200,7 @@ class Runtime:
     @cached_property
     def dead_runs(self) -> DeadLetters:
         if not self.settings.dead_run_queue_url:
-            raise RuntimeError(f"{tables.DEAD_RUN_QUEUE.env_var} is not set")
+            return NoDeadRunQueue()
         return SqsDeadRunQueue(self.sqs, queue_url=self.settings.dead_run_queue_url)
 
     @cached_property
@@ -212,7 +223,28 @@ class Runtime:
     @cached_property
     def sweeper(self) -> Sweeper:
         return Sweeper(
-            runs=self.runs, queue=self.queue, metrics=self.metrics, shards=self.settings.attention_shards
+            runs=self.runs,
+            queue=self.queue,
+            metrics=self.metrics,
+            shards=self.settings.attention_shards,
+            # Built on the first lapsed pool lease only: most sweeps find none.
+            lapse=lambda run: self.pools.lapse(run),
+        )
+
+    @cached_property
+    def pools(self) -> PoolService:
+        """The pool routes' service: a worker's lifecycle, attempt recording and after-end steps, so a pool
+        run's attempt ends exactly as a called target's does."""
+        worker = self.worker()
+        return PoolService(
+            jobs=self.jobs,
+            runs=self.runs,
+            lifecycle=worker.lifecycle,
+            attempts=worker.attempts,
+            after_end=worker.after_end,
+            metrics=self.metrics,
+            clock=_utcnow,
+            sleep=time.sleep,
         )
 
     @cached_property

@@ -42,8 +42,11 @@ from pydantic import BaseModel, ValidationError
 from tickwork.api.errors import body_of, describe_validation_errors, error_body, status_of
 from tickwork.api.protocol import ResourceTable, refuse_method, with_text_body
 from tickwork.api.schemas import (
+    ClaimedRunOut,
+    ClaimOut,
     ErrorBody,
     HealthOut,
+    HeartbeatOut,
     JobOut,
     JobPage,
     PauseRequest,
@@ -55,6 +58,13 @@ from tickwork.api.schemas import (
 )
 from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import Instant, JobPatch, JobSpec, JobStatus, RunStatus
+from tickwork.domain.pools import (
+    POOL_NAME,
+    ClaimRequest,
+    CompleteRequest,
+    FailRequest,
+    HeartbeatRequest,
+)
 from tickwork.domain.run_listing import RunFilter
 from tickwork.domain.tenants import Principal
 from tickwork.errors import (
@@ -72,6 +82,7 @@ JSON = "application/json"
 ID = r"^[A-Za-z0-9._:-]{1,200}$"
 JobId = Annotated[str, Path(pattern=ID, description="The job's id")]
 RunId = Annotated[str, Path(pattern=ID, description="The run's id")]
+PoolPath = Annotated[str, Path(pattern=POOL_NAME, description="The pool's name")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="idempotency-key", min_length=1, max_length=255, description="Retry-safe key")
 ]
@@ -521,6 +532,51 @@ def build_app(
         run = get_runtime().service.retry_run(tenant(), run_id, now())
         audit("run retried", job_id=run.job_id, run_id=run.run_id, attempt=run.attempt)
         return json_response(HTTPStatus.ACCEPTED, RunOut.of(run))
+
+    # --- pools: the tenant's own workers ------------------------------------------------------------------
+    @app.post(
+        "/v1/runs/<run_id>/cancel",
+        summary="Cancel a run: at once if it has not started, else asked through its heartbeat",
+        responses=_responses(RunOut, 404, 409),
+    )
+    def cancel_run(run_id: RunId) -> RunOut:
+        run = get_runtime().pools.cancel(tenant(), run_id)
+        audit("run cancelled", job_id=run.job_id, run_id=run.run_id, status=run.status.value)
+        return RunOut.of(run)
+
+    @app.post(
+        "/v1/pools/<pool>/claim",
+        summary="Claim runs of a pool (long poll, up to 20 s)",
+        responses=_responses(ClaimOut),
+    )
+    def claim_runs(pool: PoolPath, request: Annotated[ClaimRequest, Body()]) -> ClaimOut:
+        claimed = get_runtime().pools.claim(tenant(), pool, request)
+        return ClaimOut(runs=[ClaimedRunOut.of(c.run, c.payload, c.checkpoint) for c in claimed])
+
+    @app.post(
+        "/v1/runs/<run_id>/heartbeat",
+        summary="A claimed run's heartbeat: the lease renewed, progress and a checkpoint kept",
+        responses=_responses(HeartbeatOut, 404, 409),
+    )
+    def heartbeat(run_id: RunId, request: Annotated[HeartbeatRequest, Body()]) -> HeartbeatOut:
+        beat = get_runtime().pools.heartbeat(tenant(), run_id, request)
+        return HeartbeatOut(lease_expires_at=beat.lease_expires_at, cancel_requested=beat.cancel_requested)
+
+    @app.post(
+        "/v1/runs/<run_id>/complete",
+        summary="A claimed run's attempt succeeded",
+        responses=_responses(RunOut, 404, 409),
+    )
+    def complete_run(run_id: RunId, request: Annotated[CompleteRequest, Body()]) -> RunOut:
+        return RunOut.of(get_runtime().pools.complete(tenant(), run_id, request))
+
+    @app.post(
+        "/v1/runs/<run_id>/fail",
+        summary="A claimed run's attempt failed: the retry policy decides what follows",
+        responses=_responses(RunOut, 404, 409),
+    )
+    def fail_run(run_id: RunId, request: Annotated[FailRequest, Body()]) -> RunOut:
+        return RunOut.of(get_runtime().pools.fail(tenant(), run_id, request))
 
     # --- read-only ----------------------------------------------------------------------------------------
     @app.post(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, JsonValue, StringConstraints
 
@@ -166,6 +166,25 @@ class ClaimedRunOut(BaseModel):
     progress: float | None = Field(None, description="The last progress saved; null on a first attempt")
     stage: str | None = Field(None, description="The last stage saved; null on a first attempt")
     checkpoint: JsonValue = Field(None, description="The last checkpoint saved, to resume from")
+
+    @classmethod
+    def of(cls, run: Run, payload: Any, checkpoint: Any) -> ClaimedRunOut:
+        # A claimed run has both.
+        assert run.lease_token is not None
+        assert run.lease_expires_at is not None
+        first = run.attempt == 1
+        return cls(
+            run_id=run.run_id,
+            job_id=run.job_id,
+            attempt=run.attempt,
+            scheduled_for=run.scheduled_for,
+            payload=payload,
+            lease_token=run.lease_token,
+            lease_expires_at=run.lease_expires_at,
+            progress=None if first else run.progress,
+            stage=None if first else run.stage,
+            checkpoint=None if first else checkpoint,
+        )
 
 
 class ClaimOut(BaseModel):

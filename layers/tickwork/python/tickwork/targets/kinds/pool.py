@@ -1,7 +1,5 @@
 """``pool``: a run waits in a pool of the tenant's own workers, which claim it and report on it through the
 pool routes (``tickwork.app.pools``). Nothing is called: the worker Lambda hands the run to its pool.
-
-Not registered with the built-in kinds yet: jobs may name a pool once the pool routes are served.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from tickwork.domain.pools import POOL_NAME, PoolTarget
 from tickwork.domain.targets import AwsTargetPolicy
 from tickwork.targets.envelope import Delivery
 from tickwork.targets.kind import CheckContext, DeliveryContext
+from tickwork.targets.registry import register
 from tickwork.targets.result import TargetResult, permanent
 
 
@@ -43,4 +42,4 @@ class PoolKind:
         return f"{show(target.get('type'))} {show(target.get('pool'))}"
 
 
-POOL_KIND = PoolKind()
+POOL_KIND = register(PoolKind())
