@@ -315,3 +315,19 @@ def test_the_sweeper_ends_a_lapsed_lease_at_its_next_tick_and_the_run_is_claimed
     assert world.metrics.counts.get("PoolLeasesLapsed") == 1
     [again] = claim(pools, worker="w2")
     assert again.run.attempt == 2
+
+
+def test_a_one_hour_run_heartbeating_every_20_s_costs_at_most_200_writes() -> None:
+    world = World()
+    pools = pools_of(world)
+    job = pool_job(world, target={"timeout_seconds": 7200})
+    handed(world, job)
+    writes_before = world.runs.writes
+    [claimed] = claim(pools)
+    token = claimed.run.lease_token or ""
+    for beat in range(180):
+        world.clock.advance(seconds=20)
+        pools.heartbeat("acme", claimed.run.run_id, HeartbeatRequest(lease_token=token, progress=beat / 180))
+    pools.complete("acme", claimed.run.run_id, CompleteRequest(lease_token=token))
+    # The claim, 180 heartbeats and the complete: one write each, nothing else
+    assert world.runs.writes - writes_before == 182
