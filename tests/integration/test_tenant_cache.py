@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tickwork import tables
@@ -37,3 +39,32 @@ def test_a_changed_tenant_reaches_the_workers_within_ten_seconds(dynamodb: Any) 
     assert cached.get("acme").max_in_flight == 5
     clock.now += 0.5
     assert cached.get("acme").max_in_flight == 50
+
+
+def test_a_batchs_threads_missing_the_tenant_at_once_read_it_once(dynamodb: Any) -> None:
+    store = DynamoTenantStore(dynamodb, table=tables.TENANTS.default_name)
+    seed_tenant(dynamodb, "acme", "tw_acme")
+    reads: list[str] = []
+    asked = threading.Condition()
+    asking = [0]
+    get = store.get
+
+    def counted(tenant_id: str) -> Any:
+        # The read takes as long as it takes every thread of the batch to ask for the tenant.
+        reads.append(tenant_id)
+        with asked:
+            asked.wait_for(lambda: asking[0] == 10, timeout=5)
+        return get(tenant_id)
+
+    store.get = counted  # type: ignore[method-assign]
+    cached = CachedTenants(store, clock=Clock())
+
+    def worker_thread() -> str:
+        with asked:
+            asking[0] += 1
+            asked.notify_all()
+        return cached.get("acme").tenant_id
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        assert list(pool.map(lambda _: worker_thread(), range(10))) == ["acme"] * 10
+    assert reads == ["acme"]

@@ -64,7 +64,8 @@ TENANT_CACHE_SECONDS = 10
 
 class CachedTenants:
     """The tenant store, remembered for a while per process: a change to a tenant takes effect within
-    ``TENANT_CACHE_SECONDS`` on the workers."""
+    ``TENANT_CACHE_SECONDS`` on the workers. A batch's threads that find a tenant missing at once wait for
+    one read of it rather than each reading it."""
 
     def __init__(
         self,
@@ -78,17 +79,31 @@ class CachedTenants:
         self.clock = clock
         self._cache: dict[str, tuple[float, Tenant]] = {}
         self._lock = threading.Lock()
+        self._reading: dict[str, threading.Lock] = {}
 
     def get(self, tenant_id: str) -> Tenant:
+        fresh = self._fresh(tenant_id)
+        if fresh is not None:
+            return fresh
+        with self._lock:
+            reading = self._reading.setdefault(tenant_id, threading.Lock())
+        with reading:
+            fresh = self._fresh(tenant_id)  # another thread may have read it meanwhile
+            if fresh is not None:
+                return fresh
+            now = self.clock()
+            tenant = self.store.get(tenant_id)
+            with self._lock:
+                self._cache[tenant_id] = (now, tenant)
+            return tenant
+
+    def _fresh(self, tenant_id: str) -> Tenant | None:
         now = self.clock()
         with self._lock:
             cached = self._cache.get(tenant_id)
         if cached is not None and now - cached[0] < self.seconds:
             return cached[1]
-        tenant = self.store.get(tenant_id)
-        with self._lock:
-            self._cache[tenant_id] = (now, tenant)
-        return tenant
+        return None
 
     def by_token(self, token: str) -> Principal | None:
         return self.store.by_token(token)
