@@ -27,7 +27,7 @@ from infra.config import StageConfig, target_actions
 from tests.conftest import TOKENS
 from tests.support.apigw import ApiGateway
 
-BUILT_IN = ("http", "sqs", "lambda", "eventbridge", "stepfunctions")
+BUILT_IN = ("http", "sqs", "lambda", "eventbridge", "stepfunctions", "pool")
 POLICY = AwsTargetPolicy(
     patterns=("arn:aws:sns:eu-west-1:123456789012:ops-*",), region="eu-west-1", account="123456789012"
 )
@@ -121,7 +121,7 @@ def test_unregistered_a_kind_is_refused_as_an_invalid_target() -> None:
     _, body = describe_validation_errors(caught.value.errors())
     assert body["error"] == {
         "code": "invalid_target",
-        "message": "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions",
+        "message": "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool",
         "field": "target",
         "details": [body["error"]["details"][0]],
     }
@@ -148,7 +148,7 @@ def test_registered_a_kind_is_valid_in_a_job_spec_with_its_own_field_errors() ->
         JobSpec.model_validate(topic_job(target={"type": "pigeon"}))
     _, body = describe_validation_errors(caught.value.errors())
     assert body["error"]["message"] == (
-        "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, topic"
+        "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool, topic"
     )
 
 

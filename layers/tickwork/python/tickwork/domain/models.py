@@ -383,8 +383,21 @@ class StepFunctionsTarget(StrictModel):
     state_machine_arn: Annotated[str, StringConstraints(pattern=STATE_MACHINE_ARN)]
 
 
+POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,63}$"
+MAX_POOL_ATTEMPT_SECONDS = 7 * 86_400
+
+
+class PoolTarget(StrictModel):
+    """A run of this job waits for a worker of ``pool`` to claim it (``tickwork.domain.pools``)."""
+
+    type: Literal["pool"]
+    pool: Annotated[str, StringConstraints(pattern=POOL_NAME)]
+    heartbeat_timeout_seconds: int = Field(60, ge=10, le=600)
+    timeout_seconds: int = Field(3600, ge=1, le=MAX_POOL_ATTEMPT_SECONDS)
+
+
 Target = Annotated[
-    HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget,
+    HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget | PoolTarget,
     Field(discriminator="type"),
 ]
 """The target kinds built in. Each is registered in :mod:`tickwork.targets.registry`, and a kind registered

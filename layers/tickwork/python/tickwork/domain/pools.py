@@ -15,21 +15,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, JsonValue, StringConstraints
+from pydantic import AfterValidator, Field, JsonValue
 from pydantic_core import PydanticCustomError
 
-from tickwork.domain.models import Job, StrictModel, payload_depth, payload_size
+from tickwork.domain.models import (
+    MAX_POOL_ATTEMPT_SECONDS,
+    POOL_NAME,
+    Job,
+    PoolTarget,
+    StrictModel,
+    payload_depth,
+    payload_size,
+)
 
-POOL_NAME = r"^[a-z0-9][a-z0-9-]{0,63}$"
 MAX_CHECKPOINT_BYTES = 64 * 1024
 MAX_OUTPUT_BYTES = 16 * 1024
 MAX_STAGE_CHARS = 200
 MAX_CLAIM_RUNS = 10
 MAX_CLAIM_WAIT_SECONDS = 20
-MAX_ATTEMPT_SECONDS = 7 * 86_400
 MAX_JSON_DEPTH = 64
-
-PoolName = Annotated[str, StringConstraints(pattern=POOL_NAME)]
 
 
 def _sized(what: str, limit: int) -> AfterValidator:
@@ -62,15 +66,6 @@ def _sized(what: str, limit: int) -> AfterValidator:
 
 Checkpoint = Annotated[JsonValue, _sized("checkpoint", MAX_CHECKPOINT_BYTES)]
 Output = Annotated[JsonValue, _sized("output", MAX_OUTPUT_BYTES)]
-
-
-class PoolTarget(StrictModel):
-    """A run of this job waits for a worker of ``pool`` to claim it."""
-
-    type: Literal["pool"]
-    pool: PoolName
-    heartbeat_timeout_seconds: int = Field(60, ge=10, le=600)
-    timeout_seconds: int = Field(3600, ge=1, le=MAX_ATTEMPT_SECONDS)
 
 
 def pool_target_of(job: Job) -> PoolTarget | None:
@@ -152,3 +147,20 @@ class Lease:
         if now >= self.expires_at:
             return "heartbeat_timeout"
         return None
+
+
+__all__ = [
+    "MAX_CHECKPOINT_BYTES",
+    "MAX_OUTPUT_BYTES",
+    "MAX_POOL_ATTEMPT_SECONDS",
+    "POOL_NAME",
+    "ClaimRequest",
+    "CompleteRequest",
+    "FailRequest",
+    "HeartbeatRequest",
+    "Lease",
+    "PoolTarget",
+    "fencing_token_of",
+    "new_lease_token",
+    "pool_target_of",
+]
