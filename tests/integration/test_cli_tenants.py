@@ -248,7 +248,7 @@ def test_disable_refuses_the_tenants_requests_and_enable_restores_them(
     disabled = invoke("tenants", "disable", "acme")
 
     assert disabled.code == 0, disabled.err
-    assert disabled.out.splitlines()[0] == "disabled tenant acme: its API requests get 403"
+    assert disabled.out.splitlines()[0] == "disabled tenant acme: its API requests get 403, its fires wait"
     assert "disabled" in disabled.out.splitlines()[3]
     refused = cli("jobs", "get", job["job_id"])
     assert refused.code == 1

@@ -31,6 +31,8 @@ from tickwork_local.cli.session import Session, command
 
 if TYPE_CHECKING:
     from tickwork.adapters.tenants import DynamoTenantStore
+    from tickwork.app.tenant_switch import TenantSwitch
+    from tickwork.config import Settings
     from tickwork.domain.tenants import Tenant, TenantRecord
 
 LOCAL_HINT = (
@@ -117,8 +119,40 @@ ApiRateOption = Annotated[
 @contextmanager
 def tenant_store() -> Iterator[DynamoTenantStore]:
     """The tenants table of the environment's AWS account (or local stack), with AWS's errors as the CLI's:
-    no region or credentials is a usage error, no answer exit 3, a refusal exit 1. Imported here: only
-    these commands need boto3 and the domain models, and they are slow to load."""
+    no region or credentials is a usage error, no answer exit 3, a refusal exit 1."""
+    from tickwork.adapters.tenants import DynamoTenantStore
+
+    with tables() as (client, settings):
+        yield DynamoTenantStore(client, table=settings.tenants_table)
+
+
+@contextmanager
+def tenant_switch() -> Iterator[TenantSwitch]:
+    """Disabling and enabling a tenant, which pauses and resumes its jobs: the tenants and jobs tables."""
+    from tickwork.adapters.jobs import DynamoJobStore, planners_shard_count
+    from tickwork.adapters.tenants import DynamoTenantStore
+    from tickwork.app.tenant_switch import TenantSwitch
+
+    with tables() as (client, settings):
+        # A resumed job is written into the due index under the planners' shard count, not this shell's.
+        shards = planners_shard_count(client, tenants_table=settings.tenants_table) or settings.due_shards
+        yield TenantSwitch(
+            tenants=DynamoTenantStore(client, table=settings.tenants_table),
+            jobs=DynamoJobStore(
+                client,
+                table=settings.jobs_table,
+                tenants_table=settings.tenants_table,
+                due_shards=shards,
+            ),
+            clock=lambda: datetime.now(UTC),
+        )
+
+
+@contextmanager
+def tables() -> Iterator[tuple[Any, Settings]]:
+    """A DynamoDB client and the environment's settings (the tables' names), with AWS's errors as the
+    CLI's. Imported here: only these commands need boto3 and the domain models, and they are slow to
+    load."""
     import boto3
     from botocore.exceptions import (
         BotoCoreError,
@@ -128,7 +162,6 @@ def tenant_store() -> Iterator[DynamoTenantStore]:
         NoRegionError,
     )
     from pydantic import ValidationError
-    from tickwork.adapters.tenants import DynamoTenantStore
     from tickwork.config import Settings
 
     try:
@@ -136,7 +169,7 @@ def tenant_store() -> Iterator[DynamoTenantStore]:
     except ValidationError as error:
         raise UsageError(f"bad TICKWORK_* setting in the environment: {error}") from None
     try:
-        yield DynamoTenantStore(boto3.client("dynamodb"), table=settings.tenants_table)
+        yield boto3.client("dynamodb"), settings
     except (NoRegionError, NoCredentialsError) as error:
         raise UsageError(
             f"{error} (set AWS_DEFAULT_REGION and credentials, or AWS_ENDPOINT_URL for local)"
@@ -214,7 +247,8 @@ def throttle_text(document: Mapping[str, Any]) -> str:
 
 def state_cell(document: Mapping[str, Any]) -> tuple[str, str]:
     if document.get("disabled"):
-        return ("disabled", "bold red")
+        since = document.get("disabled_at")
+        return (f"disabled since {since}" if since else "disabled", "bold red")
     if document.get("status", "ACTIVE") != "ACTIVE":
         return (str(document["status"]).lower(), "red")
     return ("enabled", "green")
@@ -497,19 +531,33 @@ def update(
 )
 @command
 def disable(ctx: typer.Context, name: TenantArgument, output: OutputOption = None) -> None:
-    """Disable a tenant: its API requests get 403 tenant_disabled, and nothing of it is deleted.
+    """Disable a tenant: its API requests get 403 tenant_disabled and its fires wait; nothing is deleted.
 
-    Its jobs, runs, tokens and settings are kept, and `tickwork tenants enable` restores it. The API
-    refuses it from its next request. Holding its fires until it is enabled again (then each job's misfire
-    policy applies, as after a pause) is the workers' part, which follows in a later version."""
-    change(ctx, name, {"disabled": True}, output, f"disabled tenant {name}: its API requests get 403")
+    Each of its active jobs is paused as of now, as `tickwork jobs pause` would, so fires stop within the
+    workers' 10 s view of the tenant; a retry due meanwhile waits. Its jobs, runs, tokens and settings are
+    kept, and `tickwork tenants enable` resumes exactly the jobs this paused. Run it again if it was
+    interrupted: it carries on."""
+    switch(ctx, name, output, "disable", f"disabled tenant {name}: its API requests get 403, its fires wait")
 
 
 @app.command("enable", epilog=examples("tickwork tenants enable acme", before=LOCAL_HINT))
 @command
 def enable(ctx: typer.Context, name: TenantArgument, output: OutputOption = None) -> None:
-    """Enable a tenant that was disabled: its requests are served again from the next one."""
-    change(ctx, name, {"disabled": False}, output, f"enabled tenant {name}")
+    """Enable a disabled tenant: its jobs paused by `disable` resume, and its requests are served again.
+
+    The fires that fell in the disabled time follow each job's misfire policy, as after a pause (skip,
+    fire_once or backfill). A job the tenant had paused itself stays paused."""
+    switch(ctx, name, output, "enable", f"enabled tenant {name}")
+
+
+def switch(ctx: typer.Context, name: str, output: Format | None, action: str, done: str) -> None:
+    session = Session(ctx, output)
+    check_tenant_id(name)
+    with tenant_switch() as switcher, tickwork_errors():
+        changed = switcher.disable(name) if action == "disable" else switcher.enable(name)
+    with tenant_store() as store, tickwork_errors():
+        record = store.record(name)
+    show_changed(session, tenant_document(changed, record.job_count), done)
 
 
 def change(ctx: typer.Context, name: str, changes: dict[str, Any], output: Format | None, done: str) -> None:
@@ -521,7 +569,10 @@ def change(ctx: typer.Context, name: str, changes: dict[str, Any], output: Forma
     with tenant_store() as store, tickwork_errors():
         changed = store.update(name, TenantChanges.model_validate(changes))
         record = store.record(name)
-    document = tenant_document(changed, record.job_count)
+    show_changed(session, tenant_document(changed, record.job_count), done)
+
+
+def show_changed(session: Session, document: dict[str, Any], done: str) -> None:
     if session.output.machine:
         session.output.document(document)
         return

@@ -458,6 +458,15 @@ def collect_page(
             return items, None
 
 
+def planners_shard_count(client: DynamoDBClient, *, tenants_table: str) -> int | None:
+    """The highest due-shard count the planners have used (None before any planned): what a tool outside
+    the deployment's functions writes jobs with, so that the planners find them. A shard past a lowered
+    count is one the sweeping planner moves home."""
+    key = to_item({tables.TENANTS_PK: tables.SHARD_COUNT_PK})
+    item = client.get_item(TableName=tenants_table, Key=key).get("Item")
+    return int(from_item(item)[tables.SHARD_COUNT_HIGH]) if item else None
+
+
 class DynamoDueShards:
     """Stray due shards: when the shard count is lowered, jobs written under the higher count sit in shards
     no planner queries. The highest count used is kept in one item; the planner that sweeps also plans and

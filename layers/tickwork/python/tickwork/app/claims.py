@@ -53,6 +53,23 @@ class LaneFull:
 
 LANE_FULL = LaneFull()
 
+# A run of a tenant at its in-flight limit looks again this soon; one of a disabled tenant (a retry, or a
+# fire that came before its job's pause) looks again once the workers' view of the tenant may have changed.
+IN_FLIGHT_WAIT_SECONDS = 2
+DISABLED_WAIT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The run may not start now: its message comes back after ``seconds``."""
+
+    seconds: int
+    reason: str
+
+
+AT_LIMIT = Wait(IN_FLIGHT_WAIT_SECONDS, "held back: the tenant is at its in-flight limit")
+DISABLED = Wait(DISABLED_WAIT_SECONDS, "waits: the tenant is disabled")
+
 
 class Claims:
     def __init__(
@@ -78,13 +95,17 @@ class Claims:
         """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
         return timedelta(seconds=timeout_of(job)) + self.lease_margin
 
-    def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool:
-        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit, False when
-        every slot is taken. Slots are spread over a few items, so no item takes every run's write. A pool
-        run takes none: the tenant's own workers bound what they run."""
+    def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool | Wait:
+        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit; a Wait when
+        every slot is taken or the tenant is disabled (as the worker's cache of it says). Slots are spread
+        over a few items, so no item takes every run's write. A pool run takes none: the tenant's own
+        workers bound what they run."""
+        tenant = self.tenants.get(job.tenant_id)
+        if tenant.disabled:
+            return DISABLED
         if pool_target_of(job) is not None:
             return True
-        limit = self.tenants.get(job.tenant_id).max_in_flight
+        limit = tenant.max_in_flight
         if limit is None:
             return True
         shards = slot_shards(limit)
@@ -109,7 +130,7 @@ class Claims:
                 gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
                 if self.slots.claim(job.tenant_id, shard, seen=slots, holder=holder, drop=gone) is None:
                     return Slot(shard, holder)
-        return False
+        return AT_LIMIT
 
     def give_back(self, job: Job, slot: Slot | None) -> None:
         if slot is not None:

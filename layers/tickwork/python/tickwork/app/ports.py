@@ -12,7 +12,7 @@ from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
 from tickwork.domain.run_index import IndexChunk
 from tickwork.domain.run_listing import Position, RunFilter, Slice
-from tickwork.domain.tenants import Principal, Tenant
+from tickwork.domain.tenants import Principal, Tenant, TenantChanges
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
@@ -235,6 +235,16 @@ class TenantStore(Protocol):
 
     def by_token(self, token: str) -> Principal | None:
         """Who a bearer token belongs to (an active tenant), or None."""
+
+
+class TenantAdmin(Protocol):
+    """The operator's side of the tenants: their settings changed."""
+
+    def get(self, tenant_id: str) -> Tenant:
+        """Raises NotFound."""
+
+    def update(self, tenant_id: str, changes: TenantChanges) -> Tenant:
+        """Change the settings given and nothing else; the tenant as changed. Raises NotFound."""
 
 
 class Metrics(Protocol):

@@ -238,21 +238,9 @@ class JobService:
         job = self.jobs.get(tenant_id, job_id)
         self._require_not_ended(job, "resume")
         if job.status is JobStatus.PAUSED:
-            assert job.pause is not None
-            since = next_fire_time(
-                job.schedule, job.pause.paused_at - timedelta(microseconds=1), anchor=first_fire_anchor(job)
-            )
-            cursor = job.next_fire_at if since is None else min(since, job.next_fire_at or since)
-            resumed = next_version(
-                job,
-                now,
-                status=JobStatus.ACTIVE,
-                pause=None,
-                next_fire_at=cursor,
-                last_fire_at=job.last_fire_at if cursor is None else None,
-            )
-            self.jobs.save(resumed, expected_version=job.version)
-            job = self._plan(resumed, now)
+            active = resumed(job, now)
+            self.jobs.save(active, expected_version=job.version)
+            job = self._plan(active, now)
         return self._details(job, now)
 
     def replan_unrecorded(self, tenant_id: str, job_id: str, now: datetime) -> Job:
@@ -613,6 +601,24 @@ def next_version(job: Job, now: datetime, **changes: object) -> Job:
     return job.model_copy(update={**changes, "version": job.version + 1, "updated_at": now})
 
 
+def resumed(job: Job, now: datetime) -> Job:
+    """A paused job active again, its cursor back at the first fire in the pause: the fires that fell in it
+    are planned again, under the job's misfire policy (a one-time job whose time passed included)."""
+    assert job.pause is not None
+    since = next_fire_time(
+        job.schedule, job.pause.paused_at - timedelta(microseconds=1), anchor=first_fire_anchor(job)
+    )
+    cursor = job.next_fire_at if since is None else min(since, job.next_fire_at or since)
+    return next_version(
+        job,
+        now,
+        status=JobStatus.ACTIVE,
+        pause=None,
+        next_fire_at=cursor,
+        last_fire_at=job.last_fire_at if cursor is None else None,
+    )
+
+
 @dataclass(frozen=True)
 class PreviewFire:
     at: datetime
@@ -665,4 +671,5 @@ __all__ = [
     "is_fire_of",
     "next_version",
     "percentile",
+    "resumed",
 ]

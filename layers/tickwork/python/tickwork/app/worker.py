@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
 from tickwork.app.attempt import Attempts, Execute
-from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Slot
+from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Slot, Wait
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.lost_attempts import LostAttempts
 from tickwork.app.ports import (
@@ -203,10 +203,10 @@ class Worker:
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
             slot = self.claims.take_slot(job, verdict.run, now)
-            if slot is False:
+            if isinstance(slot, Wait):
                 self.metrics.count("RunsHeldBack")
-                self.queue.send_later(message, HOLD_SECONDS)
-                return "held back: the tenant is at its in-flight limit"
+                self.queue.send_later(message, slot.seconds)
+                return slot.reason
             taken = slot if isinstance(slot, Slot) else None
             if laned:
                 claimed = self.claims.claim_lane(job, lane, verdict, records, now)

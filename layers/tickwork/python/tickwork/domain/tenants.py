@@ -49,8 +49,11 @@ class Tenant(StrictModel):
         DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=MAX_API_REQUESTS_PER_SECOND
     )
     disabled: bool = Field(False, strict=True)
-    """A disabled tenant's API requests get 403 ``tenant_disabled`` and its fires wait (the worker's part
-    follows); nothing of it is deleted, and enabling it again resumes everything."""
+    """A disabled tenant's API requests get 403 ``tenant_disabled`` and its fires wait as in a pause of
+    each of its jobs (:mod:`tickwork.app.tenant_switch`); nothing of it is deleted, and enabling it again
+    plans the fires that fell in the pause under each job's misfire policy."""
+    disabled_at: Instant | None = None
+    """When it was disabled: its jobs are paused as of this time, whenever the pause reached each."""
     signing_secret: str = Field(repr=False)
     created_at: Instant
 
@@ -113,10 +116,11 @@ class TenantChanges(StrictModel):
     burst: int | None = Field(None, ge=1, le=MAX_BURST)
     api_requests_per_second: int | None = Field(None, ge=1, le=MAX_API_REQUESTS_PER_SECOND)
     disabled: bool | None = Field(None, strict=True)
+    disabled_at: Instant | None = None
 
     def given(self) -> dict[str, Any]:
-        """The fields given, with their values (None to clear)."""
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        """The fields given, with their values as stored (None to clear; times as RFC 3339 text)."""
+        return self.model_dump(mode="json", include=self.model_fields_set)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
 from tickwork.domain.run_index import IndexChunk, IndexEntry
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
-from tickwork.domain.tenants import Principal, Tenant, hash_token
+from tickwork.domain.tenants import Principal, Tenant, TenantChanges, hash_token
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.errors import NameTaken, NotFound, QuotaExceeded, VersionConflict
 
@@ -557,6 +557,11 @@ class FakeTenants:
     def by_token(self, token: str) -> Principal | None:
         tenant_id = self.tokens.get(hash_token(token))
         return Principal(tenant=self.tenants[tenant_id], token_label="default") if tenant_id else None  # noqa: S106
+
+    def update(self, tenant_id: str, changes: TenantChanges) -> Tenant:
+        changed = self.get(tenant_id).changed(changes)
+        self.tenants[tenant_id] = changed
+        return changed
 
 
 @dataclass

@@ -17,6 +17,7 @@ from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.pools import PoolService
 from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
+from tickwork.app.tenant_switch import TenantSwitch
 from tickwork.app.worker import Worker
 from tickwork.domain.models import Job, JobSpec, Run, RunMessage, RunStatus
 from tickwork.domain.retry import OutcomeClass
@@ -116,6 +117,7 @@ class World:
             sleep=self.clock.sleep,
         )
         self.sweeper.lapse = self.pools.lapse
+        self.switch = TenantSwitch(tenants=self.tenants, jobs=self.jobs, clock=self.clock)
 
     # --- parts ----------------------------------------------------------------------------------------------
     def worker(self, worker_id: str, *, clock: Callable[[], datetime] | None = None) -> Worker:
