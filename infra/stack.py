@@ -233,7 +233,7 @@ class TickworkStack(Stack):
         grant(self.indexer_function.function, tables.RUN_INDEX, write=True)
 
         for worker in (built.function for built in self.worker_functions):
-            # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, job counts); no
+            # Jobs (their lanes), runs, tenants (signing secrets, in-flight slots, throttles, job counts); no
             # idempotency: the run item is the worker's idempotency record.
             for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
                 grant(worker, definition, write=True)

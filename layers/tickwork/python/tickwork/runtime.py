@@ -27,6 +27,7 @@ from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunQueue
 from tickwork.adapters.run_index import DynamoRunIndex
 from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
+from tickwork.adapters.throttles import DynamoTenantThrottles
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.pools import PoolService
@@ -166,6 +167,10 @@ class Runtime:
     @cached_property
     def slots(self) -> DynamoTenantSlots:
         return DynamoTenantSlots(self.dynamodb, table=self.settings.tenants_table)
+
+    @cached_property
+    def throttles(self) -> DynamoTenantThrottles:
+        return DynamoTenantThrottles(self.dynamodb, table=self.settings.tenants_table)
 
     @cached_property
     def runs(self) -> DynamoRunStore:
@@ -323,6 +328,7 @@ class Runtime:
             jobs=self.jobs,
             lanes=self.lanes,
             slots=self.slots,
+            throttles=self.throttles,
             runs=self.runs,
             tenants=self.cached_tenants,
             queue=self.queue,

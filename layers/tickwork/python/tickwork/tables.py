@@ -224,6 +224,9 @@ SHARD_COUNT_PK = "meta#due_shards"
 SHARD_COUNT_HIGH = "high"
 # A tenant's in-flight limit, over a few slot items ("inflight#<tenant>#<shard>") of ten slots each.
 IN_FLIGHT_PK_PREFIX = "inflight#"
+# A tenant's run-start throttle, over one or more items ("throttle#<tenant>#<shard>") holding its GCRA time.
+THROTTLE_PK_PREFIX = "throttle#"
+THROTTLE_TAT = "tat_us"
 # The counter of the current fixed window: its start (epoch seconds) and the requests counted in it.
 RATE_WINDOW = "window"
 RATE_COUNT = "count"
@@ -348,6 +351,10 @@ def token_key(token_sha256: str) -> str:
 
 def in_flight_key(tenant_id: str, shard: int) -> str:
     return f"{IN_FLIGHT_PK_PREFIX}{tenant_id}#{shard}"
+
+
+def throttle_key(tenant_id: str, shard: int) -> str:
+    return f"{THROTTLE_PK_PREFIX}{tenant_id}#{shard}"
 
 
 def rate_limit_key(tenant_id: str) -> str:

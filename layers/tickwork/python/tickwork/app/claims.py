@@ -19,11 +19,13 @@ from datetime import datetime, timedelta
 
 from tickwork import tables
 from tickwork.app.lifecycle import RunLifecycle, leased
-from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore
+from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore, TenantThrottles
 from tickwork.domain.arrival import Candidate
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.models import Job, Run
 from tickwork.domain.pools import pool_target_of
+from tickwork.domain.throttle import throttle_of
+from tickwork.domain.timeutil import EPOCH
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
@@ -77,6 +79,7 @@ class Claims:
         *,
         lanes: Lanes,
         slots: TenantSlots,
+        throttles: TenantThrottles,
         tenants: TenantStore,
         lifecycle: RunLifecycle,
         metrics: Metrics,
@@ -85,6 +88,7 @@ class Claims:
     ):
         self.lanes = lanes
         self.slots = slots
+        self.throttles = throttles
         self.tenants = tenants
         self.lifecycle = lifecycle
         self.metrics = metrics
@@ -94,6 +98,20 @@ class Claims:
     def lease_for(self, job: Job) -> timedelta:
         """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
         return timedelta(seconds=timeout_of(job)) + self.lease_margin
+
+    def reserve_start(self, job: Job, run: Run, now: datetime) -> datetime | None:
+        """A place under the tenant's throttle on run starts: None to start now, else the later start the
+        run reserved (:mod:`tickwork.domain.throttle`). A pool run reserves none: it starts when claimed."""
+        if pool_target_of(job) is not None:
+            return None
+        throttle = throttle_of(self.tenants.get(job.tenant_id))
+        if throttle is None:
+            return None
+        now_us = (now - EPOCH) // timedelta(microseconds=1)
+        shard = tables.stable_shard(run.run_id, throttle.shards)
+        moved = self.throttles.advance(job.tenant_id, shard, now_us=now_us, interval_us=throttle.interval_us)
+        start_us = throttle.start_us(moved, now_us)
+        return None if start_us <= now_us else EPOCH + timedelta(microseconds=start_us)
 
     def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool | Wait:
         """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit; a Wait when

@@ -164,6 +164,13 @@ class TenantSlots(Protocol):
     def release(self, tenant_id: str, shard: int, run_id: str, token: int) -> bool: ...
 
 
+class TenantThrottles(Protocol):
+    """The GCRA times of tenants' run-start throttles (:mod:`tickwork.domain.throttle`)."""
+
+    def advance(self, tenant_id: str, shard: int, *, now_us: int, interval_us: int) -> int:
+        """Atomically move the item's time to ``max(time, now_us) + interval_us``; the time as moved."""
+
+
 class RunStore(Protocol):
     def get(self, tenant_id: str, run_id: str) -> Run:
         """Raises NotFound, also for another tenant's run."""

@@ -42,6 +42,7 @@ from tickwork.app.ports import (
     RunStore,
     TenantSlots,
     TenantStore,
+    TenantThrottles,
 )
 from tickwork.domain.arrival import (
     MAX_DELAY_SECONDS,
@@ -91,6 +92,7 @@ class Worker:
         jobs: JobStore,
         lanes: Lanes,
         slots: TenantSlots,
+        throttles: TenantThrottles,
         runs: RunStore,
         tenants: TenantStore,
         queue: RunQueue,
@@ -123,6 +125,7 @@ class Worker:
         self.claims = Claims(
             lanes=lanes,
             slots=slots,
+            throttles=throttles,
             tenants=tenants,
             lifecycle=self.lifecycle,
             metrics=metrics,
@@ -155,6 +158,8 @@ class Worker:
             return "malformed run id"
         if key.fire_ms is not None and not self._wait_until(from_epoch_ms(key.fire_ms), message):
             return "early: sent again for its time"
+        if message.start_at is not None and not self._wait_until(from_epoch_ms(message.start_at), message):
+            return "throttled: sent again for the start it reserved"
         try:
             job, lane = self.jobs.get_with_lane(message.tenant_id, key.job_id)
         except NotFound:
@@ -202,6 +207,13 @@ class Worker:
                 continue
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
+            start = self.claims.reserve_start(job, verdict.run, now) if message.start_at is None else None
+            if start is not None:
+                # Sent again for the second after its start rather than slept out: waiting is not paid for.
+                self.metrics.count("RunsThrottled")
+                later = message.model_copy(update={"start_at": to_epoch_ms(start)})
+                self.queue.send_later(later, min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS))
+                return "throttled: sent again for the start it reserved"
             slot = self.claims.take_slot(job, verdict.run, now)
             if isinstance(slot, Wait):
                 self.metrics.count("RunsHeldBack")

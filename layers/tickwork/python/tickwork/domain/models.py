@@ -723,6 +723,8 @@ class RunMessage(StrictModel):
     """A backfill chain: after this fire, run the next one, up to this fire (epoch ms)."""
     attempt: int | None = Field(None, ge=1)
     """Set on a retry's message: the attempt it starts (the run item says where the run stands)."""
+    start_at: int | None = Field(None, ge=0)
+    """A run over its tenant's throttle: the start it reserved (epoch ms), which it waits for."""
 
 
 class RunSummary(StrictModel):

@@ -39,11 +39,11 @@ class Tenant(StrictModel):
     """At most this many of the tenant's attempts at once; None: no limit (fair queues share the workers).
     Items written before this name hold it as ``max_in_flight``."""
     max_runs_per_second: int | None = Field(None, ge=1, le=MAX_RUNS_PER_SECOND)
-    """A throttle on the tenant's run starts: runs over it wait, none is dropped; None: no throttle. Stored
-    and validated here; the worker's enforcement follows."""
+    """A throttle on the tenant's run starts: runs over it wait for the start they reserve, none is dropped
+    (:mod:`tickwork.domain.throttle`); None: no throttle."""
     burst: int | None = Field(None, ge=1, le=MAX_BURST)
-    """Run starts the throttle lets through at once after a quiet spell, at least ``max_runs_per_second``;
-    None: one second's worth (the rate). Only with ``max_runs_per_second``."""
+    """The most run starts in any one second after a quiet spell, at least ``max_runs_per_second``; None:
+    the rate (an even pace). Only with ``max_runs_per_second``."""
     # Per second, over all of the tenant's tokens; API Gateway's stage limit still bounds the whole API.
     api_requests_per_second: int = Field(
         DEFAULT_API_REQUESTS_PER_SECOND, ge=1, le=MAX_API_REQUESTS_PER_SECOND

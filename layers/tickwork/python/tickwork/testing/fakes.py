@@ -542,6 +542,22 @@ class FakeDeadLetters:
         self.letters.append({"run_id": run.run_id, "reason": reason, "last_error": error})
 
 
+class FakeTenantThrottles:
+    """Throttle times by (tenant, shard), moved atomically; ``writes`` counts the moves."""
+
+    def __init__(self) -> None:
+        self.times: dict[tuple[str, int], int] = {}
+        self.writes = 0
+        self._lock = threading.Lock()
+
+    def advance(self, tenant_id: str, shard: int, *, now_us: int, interval_us: int) -> int:
+        with self._lock:
+            moved = max(self.times.get((tenant_id, shard), now_us), now_us) + interval_us
+            self.times[(tenant_id, shard)] = moved
+            self.writes += 1
+            return moved
+
+
 class FakeTenants:
     """Tenants, and ``tokens``: bearer token -> tenant id."""
 

@@ -34,6 +34,7 @@ from tickwork.testing.fakes import (
     FakeRunStore,
     FakeTenants,
     FakeTenantSlots,
+    FakeTenantThrottles,
 )
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -69,6 +70,7 @@ class World:
     def __post_init__(self) -> None:
         self.lanes = FakeLanes()
         self.slots = FakeTenantSlots()
+        self.throttles = FakeTenantThrottles()
         self.jobs = FakeJobStore(self.lanes, due_shards=2)
         self.runs = FakeRunStore()
         self.index = FakeRunIndex()
@@ -125,6 +127,7 @@ class World:
             jobs=self.jobs,
             lanes=self.lanes,
             slots=self.slots,
+            throttles=self.throttles,
             runs=self.runs,
             tenants=self.tenants,
             queue=self.queue,
