@@ -92,6 +92,8 @@ def test_defaults_match_the_design() -> None:
         "overlap_policy": "skip",
         "max_concurrent_runs": None,
         "jitter_seconds": 0,
+        "concurrency_key": None,
+        "max_concurrency": None,
         "delivery": "at_least_once",
         "description": None,
         "tags": {},
@@ -145,6 +147,8 @@ def test_the_design_example_is_accepted_as_is() -> None:
         "schedule": {**cast(dict[str, Any], body["schedule"]), "exclude": None},
         "max_concurrent_runs": None,
         "jitter_seconds": 0,
+        "concurrency_key": None,
+        "max_concurrency": None,
     }
 
 
@@ -680,3 +684,38 @@ def test_run_ids_name_their_job_and_fire_or_trigger() -> None:
 )
 def test_other_strings_are_not_run_ids(run_id: str) -> None:
     assert parse_run_id(run_id) is None
+
+
+# --- concurrency keys ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"concurrency_key": "db"}, "concurrency_key_with_max_concurrency"),
+        ({"max_concurrency": 2}, "concurrency_key_with_max_concurrency"),
+        ({"concurrency_key": "db", "max_concurrency": 0}, "greater_than_equal"),
+        ({"concurrency_key": "db", "max_concurrency": 1001}, "less_than_equal"),
+        ({"concurrency_key": "k" * 129, "max_concurrency": 2}, "string_too_long"),
+        ({"concurrency_key": "", "max_concurrency": 2}, "string_too_short"),
+    ],
+)
+def test_a_concurrency_key_out_of_bounds_is_refused(fields: dict[str, Any], code: str) -> None:
+    body = {
+        "name": "keyed",
+        "schedule": {"type": "rate", "every_seconds": 60},
+        "target": {"type": "http", "url": "https://hooks.example.com/x"},
+        **fields,
+    }
+    with pytest.raises(ValidationError) as refused:
+        JobSpec.model_validate(body)
+    assert code in {error["type"] for error in refused.value.errors()}
+
+
+def test_a_concurrency_key_at_its_limits_is_accepted() -> None:
+    body = {
+        "name": "keyed",
+        "schedule": {"type": "rate", "every_seconds": 60},
+        "target": {"type": "http", "url": "https://hooks.example.com/x"},
+    }
+    for key, limit in (("k" * 128, 1000), ("k", 1)):
+        spec = JobSpec.model_validate({**body, "concurrency_key": key, "max_concurrency": limit})
+        assert (spec.concurrency_key, spec.max_concurrency) == (key, limit)

@@ -444,6 +444,7 @@ def show_job(output: Output, job: Mapping[str, Any]) -> None:
         ("delivery", text(job.get("delivery"))),
         ("retry", f"up to {text(retry.get('max_attempts'))} attempts" if retry else "-"),
         ("jitter", format_seconds(job["jitter_seconds"]) if job.get("jitter_seconds") else "-"),
+        ("concurrency", concurrency_summary(job)),
         ("description", text(job.get("description"))),
         ("payload", text(job.get("payload"))),
         (
@@ -518,3 +519,11 @@ def run_event(run: Mapping[str, Any], seen_at: datetime, job_name: str | None = 
         f"scheduled_for={text(run.get('scheduled_for'))}",
         f"lag_ms={text(run.get('lag_ms'))}",
     ]
+
+
+def concurrency_summary(job: Mapping[str, Any]) -> str:
+    """``key (at most N at once)`` for a job with a concurrency key, else ``-``."""
+    key = job.get("concurrency_key")
+    if not key:
+        return "-"
+    return f"{text(key)} (at most {text(job.get('max_concurrency'))} at once)"

@@ -353,6 +353,13 @@ def in_flight_key(tenant_id: str, shard: int) -> str:
     return f"{IN_FLIGHT_PK_PREFIX}{tenant_id}#{shard}"
 
 
+def slot_group(tenant_id: str, concurrency_key: str) -> str:
+    """Whose slot items a concurrency key's are: ``inflight#<tenant>#key#<digest>#<shard>`` beside the
+    tenant's own ``inflight#<tenant>#<shard>`` (a tenant id has no ``#``; the digest keeps any key short)."""
+    digest = hashlib.sha256(concurrency_key.encode()).hexdigest()[:32]
+    return f"{tenant_id}#key#{digest}"
+
+
 def throttle_key(tenant_id: str, shard: int) -> str:
     return f"{THROTTLE_PK_PREFIX}{tenant_id}#{shard}"
 

@@ -74,8 +74,8 @@ class Attempts:
             result = self._call_with_heartbeat(job, lease, tenant)
             stored = self.record(job, lease.run, result, in_lane=lease.holder is not None)
         finally:
-            # The attempt is over (recorded, or its lease lost): its slot goes back before what follows it.
-            self.claims.give_back(job, lease.slot)
+            # The attempt is over (recorded, or its lease lost): its slots go back before what follows it.
+            self.claims.give_back(job, lease.slots)
         if stored is not None:
             until = message.chain_until
             chain = ChainStep(until, run.attempts[-1].started_at) if until is not None else None

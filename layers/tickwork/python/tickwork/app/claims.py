@@ -33,8 +33,10 @@ CLAIM_TRIES = 5
 
 @dataclass(frozen=True)
 class Slot:
-    """A slot of the tenant's in-flight limit, held for one attempt."""
+    """A slot of a limit (the tenant's in-flight limit, or a concurrency key's), held for one attempt."""
 
+    group: str
+    """Whose slot items: the tenant's, or one of its concurrency keys' (``tables.slot_group``)."""
     shard: int
     holder: Holder
 
@@ -45,7 +47,7 @@ class Lease:
 
     run: Run
     holder: Holder | None
-    slot: Slot | None = None
+    slots: tuple[Slot, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class LaneFull:
 
 LANE_FULL = LaneFull()
 
+# A run held by its concurrency key looks again this soon: it starts within a second of a slot freeing.
+KEY_WAIT_SECONDS = 1
 # A run of a tenant at its in-flight limit looks again this soon; one of a disabled tenant (a retry, or a
 # fire that came before its job's pause) looks again once the workers' view of the tenant may have changed.
 IN_FLIGHT_WAIT_SECONDS = 2
@@ -70,6 +74,7 @@ class Wait:
 
 
 AT_LIMIT = Wait(IN_FLIGHT_WAIT_SECONDS, "held back: the tenant is at its in-flight limit")
+AT_KEY_LIMIT = Wait(KEY_WAIT_SECONDS, "held back: its concurrency key is at max_concurrency")
 DISABLED = Wait(DISABLED_WAIT_SECONDS, "waits: the tenant is disabled")
 
 
@@ -113,26 +118,40 @@ class Claims:
         start_us = throttle.start_us(moved, now_us)
         return None if start_us <= now_us else EPOCH + timedelta(microseconds=start_us)
 
-    def take_slot(self, job: Job, run: Run, now: datetime) -> Slot | bool | Wait:
-        """A slot of the tenant's in-flight limit: a Slot, True when the tenant has no limit; a Wait when
-        every slot is taken or the tenant is disabled (as the worker's cache of it says). Slots are spread
-        over a few items, so no item takes every run's write. A pool run takes none: the tenant's own
-        workers bound what they run."""
+    def take_slot(self, job: Job, run: Run, now: datetime) -> tuple[Slot, ...] | Wait:
+        """A slot of each limit the attempt counts against (its concurrency key's ``max_concurrency``, the
+        tenant's in-flight limit): the slots, none when there is no limit; a Wait when one is full or the
+        tenant is disabled (as the worker's cache of it says). Slots are spread over items of a few each,
+        so no item takes every run's write. A pool run takes none: the tenant's own workers bound what
+        they run."""
         tenant = self.tenants.get(job.tenant_id)
         if tenant.disabled:
             return DISABLED
         if pool_target_of(job) is not None:
-            return True
-        limit = tenant.max_in_flight
-        if limit is None:
-            return True
+            return ()
+        limits: list[tuple[str, int, Wait]] = []
+        if job.concurrency_key is not None and job.max_concurrency is not None:
+            group = tables.slot_group(job.tenant_id, job.concurrency_key)
+            limits.append((group, job.max_concurrency, AT_KEY_LIMIT))
+        if tenant.max_in_flight is not None:
+            limits.append((job.tenant_id, tenant.max_in_flight, AT_LIMIT))
+        taken: list[Slot] = []
+        for group, limit, full in limits:
+            slot = self._take(group, limit, job, run, now)
+            if slot is None:
+                self.give_back(job, tuple(taken))
+                return full
+            taken.append(slot)
+        return tuple(taken)
+
+    def _take(self, group: str, limit: int, job: Job, run: Run, now: datetime) -> Slot | None:
         shards = slot_shards(limit)
         first = tables.stable_shard(run.run_id, len(shards))
         lease_until = now + self.lease_for(job)
         for offset in range(len(shards)):
             shard = (first + offset) % len(shards)
             for _ in range(CLAIM_TRIES):
-                slots = self.slots.get(job.tenant_id, shard)
+                slots = self.slots.get(group, shard)
                 live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
                 if len(live) >= shards[shard]:
                     break
@@ -146,20 +165,20 @@ class Claims:
                     worker_id=self.worker_id,
                 )
                 gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
-                if self.slots.claim(job.tenant_id, shard, seen=slots, holder=holder, drop=gone) is None:
-                    return Slot(shard, holder)
-        return AT_LIMIT
+                if self.slots.claim(group, shard, seen=slots, holder=holder, drop=gone) is None:
+                    return Slot(group, shard, holder)
+        return None
 
-    def give_back(self, job: Job, slot: Slot | None) -> None:
-        if slot is not None:
-            self.slots.release(job.tenant_id, slot.shard, slot.holder.run_id, slot.holder.token)
+    def give_back(self, job: Job, slots: tuple[Slot, ...]) -> None:
+        for slot in slots:
+            self.slots.release(slot.group, slot.shard, slot.holder.run_id, slot.holder.token)
 
     def extend(self, job: Job, lease: Lease, until: datetime) -> Lease | None:
         """The heartbeat: every lease the attempt holds pushed to ``until``; the lease as it is now, or None
         when the attempt lost it."""
-        if lease.slot is not None:
-            extended_slot = lease.slot.holder.model_copy(update={"lease_until": until})
-            self.slots.heartbeat(job.tenant_id, lease.slot.shard, extended_slot)
+        for slot in lease.slots:
+            held = slot.holder.model_copy(update={"lease_until": until})
+            self.slots.heartbeat(slot.group, slot.shard, held)
         if lease.holder is not None:
             holder = lease.holder.model_copy(update={"lease_until": until})
             return lease if self.lanes.heartbeat(job.tenant_id, job.job_id, holder) else None

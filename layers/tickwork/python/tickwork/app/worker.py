@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
 from tickwork.app.attempt import Attempts, Execute
-from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Slot, Wait
+from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Wait
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.lost_attempts import LostAttempts
 from tickwork.app.ports import (
@@ -214,19 +214,18 @@ class Worker:
                 later = message.model_copy(update={"start_at": to_epoch_ms(start)})
                 self.queue.send_later(later, min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS))
                 return "throttled: sent again for the start it reserved"
-            slot = self.claims.take_slot(job, verdict.run, now)
-            if isinstance(slot, Wait):
+            taken = self.claims.take_slot(job, verdict.run, now)
+            if isinstance(taken, Wait):
                 self.metrics.count("RunsHeldBack")
-                self.queue.send_later(message, slot.seconds)
-                return slot.reason
-            taken = slot if isinstance(slot, Slot) else None
+                self.queue.send_later(message, taken.seconds)
+                return taken.reason
             if laned:
                 claimed = self.claims.claim_lane(job, lane, verdict, records, now)
                 if isinstance(claimed, Lease) and pool_target_of(job) is not None:
                     handed = self.claims.hand_to_pool(job, verdict, claimed, now)
                     return "handed to its pool" if handed else "contended: the run changed"
                 if isinstance(claimed, Lease):
-                    return self.attempts.run(message, job, replace(claimed, slot=taken))
+                    return self.attempts.run(message, job, replace(claimed, slots=taken))
                 if isinstance(claimed, LaneFull):
                     # The overlap policy decides: the fire is skipped, or waits its turn.
                     held = self._carry_out(on_full_lane(job, verdict, message), message, job, lane, now)
@@ -247,7 +246,7 @@ class Worker:
             else:
                 lease, stored = self.claims.claim_run(job, verdict, now)
                 if lease is not None:
-                    return self.attempts.run(message, job, replace(lease, slot=taken))
+                    return self.attempts.run(message, job, replace(lease, slots=taken))
                 self.claims.give_back(job, taken)
         self.queue.send_later(message, HOLD_SECONDS)
         return "contended: sent again"

@@ -486,6 +486,8 @@ MisfireGraceSeconds = Annotated[int, Field(ge=0, le=7 * 86_400)]
 BackfillLimit = Annotated[int, Field(ge=1, le=1000)]
 MaxConcurrentRuns = Annotated[int, Field(ge=1, le=50)]
 JitterSeconds = Annotated[int, Field(ge=0, le=86_400)]
+ConcurrencyKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+MaxConcurrency = Annotated[int, Field(ge=1, le=1000)]
 Description = Annotated[str, StringConstraints(max_length=1024)]
 JobTags = Annotated[Tags, Field(max_length=50)]
 
@@ -501,6 +503,10 @@ class JobSpec(StrictModel):
                 "required": ["max_concurrent_runs"],
             },
             "then": {"properties": {"overlap_policy": {"const": "allow"}}, "required": ["overlap_policy"]},
+            "dependentRequired": {
+                "concurrency_key": ["max_concurrency"],
+                "max_concurrency": ["concurrency_key"],
+            },
         }
     )
 
@@ -518,6 +524,10 @@ class JobSpec(StrictModel):
     jitter_seconds: JitterSeconds = 0
     """Each scheduled fire starts up to this much after its time, by an offset fixed by its run id, and
     always before the next fire."""
+    concurrency_key: ConcurrencyKey | None = None
+    """With ``max_concurrency``: at most that many runs of the tenant's jobs sharing this key run at once;
+    the others wait, and start within a second of a place freeing."""
+    max_concurrency: MaxConcurrency | None = None
     delivery: Delivery = "at_least_once"
     description: Description | None = None
     tags: JobTags = Field(default_factory=dict)
@@ -528,6 +538,12 @@ class JobSpec(StrictModel):
             raise PydanticCustomError(
                 "max_concurrent_runs_needs_allow",
                 "max_concurrent_runs applies to overlap_policy allow; skip and queue run one at a time",
+            )
+        if (self.concurrency_key is None) != (self.max_concurrency is None):
+            raise PydanticCustomError(
+                "concurrency_key_with_max_concurrency",
+                "concurrency_key and max_concurrency go together: give both (at most max_concurrency runs"
+                " of the jobs sharing the key at once) or neither",
             )
         return self
 
@@ -559,6 +575,8 @@ class JobPatch(StrictModel):
     overlap_policy: OverlapPolicy | None = None
     max_concurrent_runs: MaxConcurrentRuns | None = None
     jitter_seconds: JitterSeconds | None = None
+    concurrency_key: ConcurrencyKey | None = None
+    max_concurrency: MaxConcurrency | None = None
     delivery: Delivery | None = None
     description: Description | None = None
     tags: JobTags | None = None
