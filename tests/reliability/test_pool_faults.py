@@ -368,3 +368,125 @@ def test_two_completes_at_once_end_the_run_once(engine: Engine) -> None:
     assert (run.status, run.output) == (RunStatus.SUCCEEDED, "complete-b")
     assert engine.metrics.counts.get("RunsSucceeded") == 1
     assert engine.runtime.jobs.get("acme", job_id).status.value == "COMPLETED"
+
+
+# --- (c) a sweeper racing a heartbeat at the lease's expiry ------------------------------------------------
+def heartbeat_read_before_the_expiry(
+    engine: Engine, pools: PoolService, gate: Gate, run_id: str, token: str, checkpoint: Any
+) -> Call:
+    """A heartbeat that read the run a second before its lease's expiry, held at its first write; the clock
+    then reaches the expiry."""
+    run = stored(engine, run_id)
+    assert run.lease_expires_at is not None
+    engine.clock.advance(seconds=(run.lease_expires_at - engine.clock()).total_seconds() - 1)
+    beat = Call(
+        "heartbeat",
+        lambda: pools.heartbeat(
+            "acme", run_id, HeartbeatRequest(lease_token=token, progress=0.9, checkpoint=checkpoint)
+        ),
+    )
+    gate.hold("heartbeat")
+    beat.start()
+    gate.wait_until_held("heartbeat")
+    engine.clock.advance(seconds=1)
+    assert engine.clock() == run.lease_expires_at
+    return beat
+
+
+def claimed_with_a_checkpoint(engine: Engine) -> tuple[PoolService, str, str]:
+    pools, _ = waiting_pool_run(engine)
+    [claimed] = claim(pools)
+    token, run_id = token_of(claimed), claimed.run.run_id
+    engine.clock.advance(seconds=10)
+    pools.heartbeat("acme", run_id, HeartbeatRequest(lease_token=token, checkpoint={"step": 1}))
+    return pools, run_id, token
+
+
+def test_a_heartbeat_that_writes_before_the_sweeper_keeps_the_lease_and_the_sweep_does_nothing(
+    engine: Engine,
+) -> None:
+    pools, run_id, token = claimed_with_a_checkpoint(engine)
+    gate = Gate(engine.dynamodb)
+    with gate.installed():
+        beat = heartbeat_read_before_the_expiry(engine, pools, gate, run_id, token, {"step": 2})
+        expired = stored(engine, run_id).lease_expires_at
+
+        # When the sweep reads the run as lapsed, and the heartbeat writes just before the sweep does
+        def heartbeat_first(params: dict[str, Any], **_: Any) -> None:
+            if threading.current_thread() is threading.main_thread() and is_run_write(params):
+                gate.release("heartbeat")
+                beat.result()
+
+        event = "before-parameter-build.dynamodb.PutItem"
+        engine.dynamodb.meta.events.register_first(event, heartbeat_first)
+        report = engine.tick()
+        engine.dynamodb.meta.events.unregister(event, heartbeat_first)
+    # Then the heartbeat won: its lease is extended, and the sweep's write was refused
+    answer = beat.result()
+    assert beat.error is None
+    assert answer.lease_expires_at == engine.clock() - timedelta(seconds=1) + timedelta(
+        seconds=HEARTBEAT_TIMEOUT
+    )
+    run = stored(engine, run_id)
+    assert report.swept == 0
+    run = stored(engine, run_id)
+    assert (run.status, run.attempt, run.progress) == (RunStatus.RUNNING, 1, 0.9)
+    assert run.lease_expires_at == answer.lease_expires_at
+    assert "PoolLeasesLapsed" not in engine.metrics.counts
+    assert expired is not None and run_id not in attention_ids(engine, expired)
+    assert_watched(engine, run_id)
+    # And the attempt goes on: it completes with the checkpoint it saved kept
+    pools.complete("acme", run_id, CompleteRequest(lease_token=token))
+    assert stored(engine, run_id).status is RunStatus.SUCCEEDED
+    assert engine.runtime.runs.checkpoint_of(run) == {"step": 2}
+
+
+def test_a_sweeper_that_writes_before_the_heartbeat_lapses_the_attempt_and_the_heartbeat_changes_nothing(
+    engine: Engine,
+) -> None:
+    pools, run_id, token = claimed_with_a_checkpoint(engine)
+    gate = Gate(engine.dynamodb)
+    with gate.installed():
+        beat = heartbeat_read_before_the_expiry(engine, pools, gate, run_id, token, {"step": 2})
+        # When the sweep lapses the attempt while the heartbeat is on its way, and then the heartbeat writes
+        report = engine.tick()
+        gate.release("heartbeat")
+        beat.result()
+    # Then the sweeper won: the attempt failed as a heartbeat timeout, and the heartbeat got lease_lost
+    assert report.swept == 1
+    assert isinstance(beat.error, LeaseLost)
+    lapsed = stored(engine, run_id)
+    assert lapsed.status is RunStatus.RETRY_WAIT
+    assert [a.error_code for a in lapsed.attempts] == ["heartbeat_timeout"]
+    assert lapsed.progress != 0.9
+    # And the next attempt resumes from the last checkpoint the lease holder saved, not the refused one
+    engine.clock.advance(seconds=2)
+    engine.drain()
+    [again] = claim(pools, worker="w2")
+    assert (again.run.attempt, again.checkpoint) == (2, {"step": 1})
+    with pytest.raises(LeaseLost):
+        pools.complete("acme", run_id, CompleteRequest(lease_token=token))
+
+
+@pytest.mark.parametrize("first", ["heartbeat", "cancel"])
+def test_a_cancel_racing_a_heartbeat_is_kept_and_so_is_the_lease(engine: Engine, first: str) -> None:
+    # Given a claimed run, and a heartbeat and a cancel of it that read the run before either writes
+    pools, _ = waiting_pool_run(engine)
+    [claimed] = claim(pools)
+    token, run_id = token_of(claimed), claimed.run.run_id
+    engine.clock.advance(seconds=10)
+    calls = {
+        "heartbeat": lambda: pools.heartbeat("acme", run_id, HeartbeatRequest(lease_token=token)),
+        "cancel": lambda: pools.cancel("acme", run_id),
+    }
+    # When one writes first
+    ended_at_once(engine, calls, first)
+    # Then the run keeps both: the cancel request, and the lease as the heartbeat renewed it
+    run = stored(engine, run_id)
+    assert run.status is RunStatus.RUNNING
+    assert run.cancel_requested is True
+    assert run.lease_expires_at == engine.clock() + timedelta(seconds=HEARTBEAT_TIMEOUT)
+    assert_watched(engine, run_id)
+    # And the worker hears the cancel at its next heartbeat, and its fail ends the run CANCELLED
+    assert pools.heartbeat("acme", run_id, HeartbeatRequest(lease_token=token)).cancel_requested
+    assert pools.fail("acme", run_id, fail_body(token, "cancelled")).status is RunStatus.CANCELLED
