@@ -13,12 +13,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from tickwork import tables
 from tickwork.app.pools import PoolService
-from tickwork.domain.models import Run, RunStatus
+from tickwork.domain.models import Run, RunMessage, RunStatus
 from tickwork.domain.pools import CompleteRequest, FailRequest, HeartbeatRequest
 from tickwork.errors import LeaseLost
 
@@ -490,3 +491,31 @@ def test_a_cancel_racing_a_heartbeat_is_kept_and_so_is_the_lease(engine: Engine,
     # And the worker hears the cancel at its next heartbeat, and its fail ends the run CANCELLED
     assert pools.heartbeat("acme", run_id, HeartbeatRequest(lease_token=token)).cancel_requested
     assert pools.fail("acme", run_id, fail_body(token, "cancelled")).status is RunStatus.CANCELLED
+
+
+# --- a pool fire's message delivered twice, at once --------------------------------------------------------
+def test_a_pool_fires_message_delivered_to_two_workers_at_once_is_handed_over_once(engine: Engine) -> None:
+    # Given a pool job's fire, its message received by two workers at once (the same message, twice)
+    pools = swept_with_the_test_clock(engine)
+    job_id = pool_job(engine, retry=RETRY)
+    engine.clock.advance(seconds=5)
+    [received] = engine.pump().receive()
+    message = RunMessage.model_validate_json(received["Body"])
+    deliveries = [Call(name, partial(engine.worker(name).handle, message)) for name in ("w-a", "w-b")]
+    for delivery in deliveries:
+        delivery.start()
+    notes = [delivery.result() for delivery in deliveries]
+    assert all(delivery.error is None for delivery in deliveries), [d.error for d in deliveries]
+    # Then the run waits in its pool once: one claim takes it at attempt 1, and no other finds anything
+    [run] = engine.runs_of("acme", job_id)
+    assert (run.status, run.attempt) == (RunStatus.ENQUEUED, 0), notes
+    assert notes.count("handed to its pool") == 1, notes
+    [claimed] = claim(pools, worker="w1")
+    assert claim(pools, worker="w2") == []
+    assert claimed.run.attempt == 1
+    # And a third delivery of it, while it runs, changes nothing
+    engine.worker("worker-late").handle(message)
+    assert stored(engine, run.run_id) == stored(engine, claimed.run.run_id)
+    assert stored(engine, run.run_id).lease_token == claimed.run.lease_token
+    done = pools.complete("acme", run.run_id, CompleteRequest(lease_token=token_of(claimed)))
+    assert done.status is RunStatus.SUCCEEDED and len(done.attempts) == 1
