@@ -490,6 +490,19 @@ def _condition(update: Update, expect: Expect) -> str:
             present.append(f"{token} = {update.value(expect.token)}")
     if expect.token_below is not None:
         present.append(f"(attribute_not_exists({token}) OR {token} < {update.value(expect.token_below)})")
+    if expect.lease is not None:
+        expires_at, cancel_requested = expect.lease
+        expiry, cancel = update.name("lease_expires_at"), update.name("cancel_requested")
+        present.append(
+            f"attribute_not_exists({expiry})"
+            if expires_at is None
+            else f"{expiry} = {update.value(to_rfc3339(expires_at))}"
+        )
+        present.append(
+            f"{cancel} = {update.value(True)}"
+            if cancel_requested
+            else f"(attribute_not_exists({cancel}) OR {cancel} = {update.value(False)})"
+        )
     options = []
     if expect.absent:
         options.append(f"attribute_not_exists({pk})")

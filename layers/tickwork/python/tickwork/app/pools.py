@@ -154,12 +154,14 @@ class PoolService:
             beaten = run.model_copy(
                 update={**given, "lease_expires_at": renewed.expires_at, "heartbeat_at": now}
             )
-            # A checkpoint given (null too: it clears the last one) is saved first, fenced on the token.
+            if not self.lifecycle.pool_heartbeat(run, beaten):
+                continue
+            # A checkpoint given (null too: it clears the last one) is saved once the lease is renewed, so a
+            # heartbeat refused (the lease lapsed meanwhile) saves nothing; it is fenced on the token too.
             given_checkpoint = "checkpoint" in request.model_fields_set
             if given_checkpoint and not self.runs.save_checkpoint(run, request.checkpoint):
                 raise LeaseLost("a later attempt holds the run")
-            if self.lifecycle.pool_heartbeat(run, beaten):
-                return Beat(renewed.expires_at, beaten.cancel_requested)
+            return Beat(renewed.expires_at, beaten.cancel_requested)
         raise LeaseLost("the run changed under this heartbeat; claim again")
 
     # --- complete and fail ----------------------------------------------------------------------------------

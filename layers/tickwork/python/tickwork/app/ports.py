@@ -28,8 +28,9 @@ class Page(Generic[T]):
 class Expect:
     """The condition of a run write: what the stored item must be for the write to happen.
 
-    ``absent``: no item yet. Otherwise an item whose status is in ``statuses`` (None: any) and whose fencing
-    token equals ``token`` (None: any) or is below ``token_below`` (None: no bound).
+    ``absent``: no item yet. Otherwise an item whose status is in ``statuses`` (None: any), whose fencing
+    token equals ``token`` (None: any) or is below ``token_below`` (None: no bound), and whose lease is
+    ``lease`` (its expiry, None for none, and whether it was asked to stop; None: any).
     """
 
     absent: bool = False
@@ -37,6 +38,7 @@ class Expect:
     statuses: frozenset[RunStatus] | None = None
     token: int | None = None
     token_below: int | None = None
+    lease: tuple[datetime | None, bool] | None = None
 
     @classmethod
     def new(cls) -> Expect:
@@ -44,8 +46,15 @@ class Expect:
 
     @classmethod
     def at(cls, run: Run) -> Expect:
-        """Exactly as read: its status and its fencing token."""
-        return cls(present=True, statuses=frozenset({run.status}), token=run.fencing_token)
+        """Exactly as read: its status, its fencing token and its lease. Writes that keep the status and the
+        token (a heartbeat, a cancel request) change the lease, so a write based on an older read (a sweep
+        that found the lease lapsed, a heartbeat that read the run before a cancel) is refused."""
+        return cls(
+            present=True,
+            statuses=frozenset({run.status}),
+            token=run.fencing_token,
+            lease=(run.lease_expires_at, run.cancel_requested),
+        )
 
     @classmethod
     def older_than(cls, token: int) -> Expect:

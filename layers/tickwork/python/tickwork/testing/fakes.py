@@ -476,6 +476,8 @@ def _meets(stored: Run | None, expect: Expect) -> bool:
         return False
     if expect.token is not None and stored.fencing_token != expect.token:
         return False
+    if expect.lease is not None and (stored.lease_expires_at, stored.cancel_requested) != expect.lease:
+        return False
     return not (expect.token_below is not None and stored.fencing_token >= expect.token_below)
 
 
