@@ -102,7 +102,7 @@ class Attempts:
             self._lease_lost()
             return f"attempt {run.attempt}: lease lost before its 202 was recorded"
         self.metrics.count("RunsContinued")
-        logger.debug("run continued by its target", extra={"lease_expires_at": str(held.lease_expires_at)})
+        logger.debug("run continued by its target")
         return f"attempt {run.attempt}: continued by its target"
 
     def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant, token: str | None) -> TargetResult:
