@@ -8,7 +8,8 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from tickwork.domain.models import Job, RunStatus
-from tickwork.testing.world import OK, TargetResult, World
+from tickwork.targets import TargetResult
+from tickwork.testing.world import OK, World
 
 
 def once(world: World, name: str, tenant: str = "acme", **spec: object) -> Job:

@@ -306,6 +306,7 @@ class Runtime:
             fencing_token=run.fencing_token,
             payload=job.payload,
             tenant_secret=tenant.signing_secret,
+            lease_token=run.lease_token,
         )
         return invoke(
             job.target,

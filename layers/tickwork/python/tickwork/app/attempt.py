@@ -1,10 +1,12 @@
 """One attempt of a run: the target called while a heartbeat keeps the lease, then its outcome recorded.
 
 The heartbeat is a thread that extends every lease the attempt holds (its tenant slot, its lane holder or
-its run item) three times a lease, until the call returns or a lease is lost. The outcome is written in the
-run item, one write fenced on the attempt's token: RETRY_WAIT while the retry policy allows another attempt
-(its message sent now when SQS can delay it that long, else by the sweeper nearer the time), else the run's
-end. The tenant slot goes back once the attempt is over; what follows the end is
+its run item) three times a lease, until the call returns or a lease is lost. A webhook's call carries the
+lease token the attempt would be continued with; if it answers 202, that one write instead records the
+attempt RUNNING under the token, held outside as a pool run is (:mod:`tickwork.app.pools`). Else the outcome
+is written in the run item, one write fenced on the attempt's token: RETRY_WAIT while the retry policy allows
+another attempt (its message sent now when SQS can delay it that long, else by the sweeper nearer the time),
+else the run's end. The tenant slot goes back once the attempt is over; what follows the end is
 :class:`~tickwork.app.after_end.AfterEnd`'s.
 """
 
@@ -22,6 +24,7 @@ from tickwork.app.ports import Clock, Metrics, RunQueue, TenantStore
 from tickwork.domain.arrival import MAX_DELAY_SECONDS
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Job, Run, RunMessage, RunStatus
+from tickwork.domain.pools import LeaseTerms, continuation_terms, continued, new_lease_token
 from tickwork.domain.retry import OutcomeClass, decide_retry
 from tickwork.domain.tenants import Tenant
 from tickwork.domain.timeutil import to_epoch_ms
@@ -70,11 +73,18 @@ class Attempts:
         if run.attempt == 1 and run.lag_ms is not None:
             self.metrics.milliseconds("TriggerLagMs", run.lag_ms)
         tenant = self.tenants.get(job.tenant_id)
+        terms = continuation_terms(job)
+        # The token the attempt would be continued with, sent on the call (a webhook's, which may answer 202):
+        # kept in memory, and written only with the 202, so a call answered otherwise costs nothing more.
+        token = new_lease_token(run.fencing_token) if terms is not None else None
         try:
-            result = self._call_with_heartbeat(job, lease, tenant)
+            result = self._call_with_heartbeat(job, lease, tenant, token)
+            if result.continues and token is not None and terms is not None:
+                return self._continue(job, lease, token, terms)
             stored = self.record(job, lease.run, result, in_lane=lease.holder is not None)
         finally:
-            # The attempt is over (recorded, or its lease lost): its slots go back before what follows it.
+            # The call is over (recorded, continued outside, or its lease lost): its slots go back before
+            # what follows it. A continued attempt holds no slot, as a pool run holds none.
             self.claims.give_back(job, lease.slots)
         if stored is not None:
             until = message.chain_until
@@ -83,7 +93,19 @@ class Attempts:
             self.after_end(Ended(job, stored, status_code=result.status_code, hand_on=hand_on, chain=chain))
         return f"attempt {run.attempt}: {result.outcome.value}"
 
-    def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant) -> TargetResult:
+    def _continue(self, job: Job, lease: Lease, token: str, terms: LeaseTerms) -> str:
+        """The webhook answered 202: its attempt stays RUNNING under ``token``, one write fenced on the
+        attempt's fencing token (the write that would have recorded its outcome)."""
+        run = lease.run
+        held = continued(run, token, terms, self.clock())
+        if self.lifecycle.continue_attempt(run, held, in_lane=lease.holder is not None) is None:
+            self._lease_lost()
+            return f"attempt {run.attempt}: lease lost before its 202 was recorded"
+        self.metrics.count("RunsContinued")
+        logger.debug("run continued by its target")
+        return f"attempt {run.attempt}: continued by its target"
+
+    def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant, token: str | None) -> TargetResult:
         lease_for = self.claims.lease_for(job)
         stop = threading.Event()
 
@@ -98,8 +120,10 @@ class Attempts:
 
         heartbeat = threading.Thread(target=beat, name=f"heartbeat-{lease.run.run_id}", daemon=True)
         heartbeat.start()
+        # The lease token goes to the call only: the run as leased (which the heartbeat may write) holds none.
+        called = lease.run.model_copy(update={"lease_token": token}) if token is not None else lease.run
         try:
-            return self.execute(job, lease.run, tenant)
+            return self.execute(job, called, tenant)
         finally:
             stop.set()
             heartbeat.join(timeout=5)
@@ -120,7 +144,12 @@ class Attempts:
             }
         )
         done = run.model_copy(
-            update={"attempts": [*run.attempts[:-1], attempt], "lease_owner": None, "lease_expires_at": None}
+            update={
+                "attempts": [*run.attempts[:-1], attempt],
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "lease_token": None,
+            }
         )
         policy = (
             job.retry if job.delivery == "at_least_once" else job.retry.model_copy(update={"max_attempts": 1})

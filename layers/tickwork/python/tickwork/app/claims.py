@@ -193,12 +193,15 @@ class Claims:
         limit = capacity(job)
         assert limit is not None
         run = candidate.run
-        # A run in its pool holds its place however long it waits or runs: its own lease is the pool's.
-        in_pool = {run_id for run_id, stored in records.items() if stored.in_pool}
-        recorded = {run_id: stored.fencing_token for run_id, stored in records.items() if not stored.in_pool}
+        # A run held outside (in its pool, or a webhook's that answered 202) holds its place however long it
+        # waits or runs: its own lease is on its run item, watched by the sweeper.
+        outside = {run_id for run_id, stored in records.items() if stored.held_outside}
+        recorded = {
+            run_id: stored.fencing_token for run_id, stored in records.items() if not stored.held_outside
+        }
         live = {
             **live_holders(lane, recorded, now),
-            **{r: lane.holders[r] for r in in_pool if r in lane.holders},
+            **{r: lane.holders[r] for r in outside if r in lane.holders},
         }
         others = {r: h for r, h in live.items() if r != run.run_id}
         if len(others) >= limit:

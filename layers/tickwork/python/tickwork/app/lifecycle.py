@@ -113,6 +113,12 @@ class RunLifecycle:
         )
         return waiting if self._move(waiting, _fence(leased, in_lane), was=leased.status).ok else None
 
+    def continue_attempt(self, leased: Run, continued: Run, *, in_lane: bool) -> Run | None:
+        """The target answered 202: the attempt goes on outside tickwork, RUNNING under its lease token,
+        until the heartbeat, complete and fail routes or the sweeper's lapse end it. None when the lease was
+        lost meanwhile."""
+        return continued if self._move(continued, _fence(leased, in_lane), was=leased.status).ok else None
+
     def end_attempt(
         self, leased: Run, done: Run, status: RunStatus, reason: str | None, now: datetime, *, in_lane: bool
     ) -> Run | None:
@@ -218,6 +224,7 @@ def leased(
             "fencing_token": token,
             "lease_owner": worker_id,
             "lease_expires_at": now + lease_for,
+            "lease_token": None,  # an earlier attempt's, continued after a 202, is not this one's
             "started_at": run.started_at or now,
             "lag_ms": run.lag_ms if run.lag_ms is not None else lag_ms(run, now),
             "attempts": [*run.attempts, record],

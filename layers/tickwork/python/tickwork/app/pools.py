@@ -7,6 +7,10 @@ and a checkpoint; complete and fail end the attempt as any attempt ends (the ret
 follows), and every call with a token that is not the run's current one is refused (409 ``lease_lost``). A
 lease that lapses is the sweeper's to end (:meth:`PoolService.lapse`), retryable, so the next claim resumes
 from the last checkpoint.
+
+A webhook's attempt that answered 202 is held outside the same way (:mod:`tickwork.app.attempt` records it
+RUNNING under the lease token its call carried), and these routes end it alike, under
+:data:`~tickwork.domain.pools.HTTP_CONTINUATION`'s terms.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from tickwork.domain.pools import (
     FailRequest,
     HeartbeatRequest,
     Lease,
+    LeaseTerms,
     PoolTarget,
     fencing_token_of,
+    lease_terms_of,
     new_lease_token,
     pool_target_of,
 )
@@ -43,6 +49,10 @@ POLL_EVERY = timedelta(milliseconds=500)
 CLAIM_READ_EXTRA = 5
 # A call whose conditional write lost to another (a heartbeat racing a complete) reads again this often.
 WRITE_TRIES = 5
+# A webhook's 202 is recorded just after the webhook answered, so a call it makes at once may come first: a
+# token newer than the run as stored is looked at again, this often, for this long, before it is refused.
+RECORD_WAIT_STEP = timedelta(milliseconds=100)
+RECORD_WAIT = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -144,12 +154,12 @@ class PoolService:
     def heartbeat(self, tenant_id: str, run_id: str, request: HeartbeatRequest) -> Beat:
         """Renew the lease by a heartbeat timeout (never past the attempt's cap) and keep what was given."""
         for _ in range(WRITE_TRIES):
-            run, _, target = self._held(tenant_id, run_id, request.lease_token)
+            run, _, terms = self._held(tenant_id, run_id, request.lease_token)
             now = self.clock()
             lease = Lease(_require(run.lease_expires_at), _require(run.lease_deadline))
             if lease.lapsed(now) is not None:
                 raise LeaseLost("the lease lapsed before this heartbeat; the run is the sweeper's to end")
-            renewed = lease.renewed(target, now)
+            renewed = lease.renewed(terms, now)
             given = request.model_dump(exclude_unset=True, exclude={"lease_token", "checkpoint"})
             beaten = run.model_copy(
                 update={**given, "lease_expires_at": renewed.expires_at, "heartbeat_at": now}
@@ -202,7 +212,7 @@ class PoolService:
         if job is None:
             return None
         message = (
-            "no heartbeat came within the pool's heartbeat timeout"
+            "no heartbeat came within the heartbeat timeout"
             if why == "heartbeat_timeout"
             else "the attempt reached its timeout_seconds"
         )
@@ -239,9 +249,9 @@ class PoolService:
         raise InvalidState("the run changed while it was being cancelled; try again", field="run_id")
 
     # --- helpers --------------------------------------------------------------------------------------------
-    def _held(self, tenant_id: str, run_id: str, token: str) -> tuple[Run, Job, PoolTarget]:
-        """The run, its job and its pool target, if ``token`` is the lease of its running attempt."""
-        run = self.runs.get(tenant_id, run_id)
+    def _held(self, tenant_id: str, run_id: str, token: str) -> tuple[Run, Job, LeaseTerms]:
+        """The run, its job and its lease's terms, if ``token`` is the lease of its running attempt."""
+        run = self._recorded(tenant_id, run_id, fencing_token_of(token))
         if (
             run.status is not RunStatus.RUNNING
             or run.lease_token is None
@@ -250,10 +260,25 @@ class PoolService:
         ):
             raise LeaseLost("this lease token is not the run's: another attempt holds it, or it ended")
         job = self._job(tenant_id, run.job_id)
-        target = pool_target_of(job) if job is not None else None
-        if job is None or target is None:
-            raise LeaseLost("the run's job is gone or no longer a pool job")
-        return run, job, target
+        terms = lease_terms_of(job) if job is not None else None
+        if job is None or terms is None:
+            raise LeaseLost("the run's job is gone, or its target no longer takes a lease")
+        return run, job, terms
+
+    def _recorded(self, tenant_id: str, run_id: str, fence: int | None) -> Run:
+        """The run as stored, once it is stored at ``fence``'s attempt or later: a webhook that answered 202
+        may call before its answer is recorded (the run absent, or an earlier attempt's), so that is looked at
+        again for a moment before the call is answered as things stand."""
+        until = self.clock() + RECORD_WAIT
+        while True:
+            try:
+                run = self.runs.get(tenant_id, run_id)
+                if fence is None or run.fencing_token >= fence or self.clock() >= until:
+                    return run
+            except NotFound:
+                if fence is None or self.clock() >= until:
+                    raise
+            self.sleep(RECORD_WAIT_STEP.total_seconds())
 
     def _job(self, tenant_id: str, job_id: str) -> Job | None:
         try:

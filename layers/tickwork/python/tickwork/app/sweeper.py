@@ -3,8 +3,9 @@
 - a manual run (or a re-run by hand) whose message may not have gone out: sent again;
 - a run waiting for a retry due later than SQS can delay a message: its message is sent once the retry is
   less than the sweep's lead away; a short retry whose message was lost: sent again;
-- a pool run whose lease lapsed (no heartbeat within its timeout, or its cap reached): its attempt ends as a
-  retryable failure (``lapse``, the pools' own: the retry policy decides what follows).
+- a run held outside whose lease lapsed (a pool run, or a webhook's that answered 202, with no heartbeat
+  within its timeout, or its cap reached): its attempt ends as a retryable failure (``lapse``, the pools' own:
+  the retry policy decides what follows).
 
 A fire's own runs need no sweeper: a fire is a message until a worker records it, and a worker that dies
 leaves the message to come back after its visibility timeout. Each repair moves the run's attention time on,
@@ -58,7 +59,7 @@ class Sweeper:
 
     def _repair(self, tenant_id: str, run_id: str, now: datetime) -> int:
         run = self.runs.get(tenant_id, run_id)
-        if run.in_pool:
+        if run.held_outside:
             return int(
                 run.status is RunStatus.RUNNING and self.lapse is not None and self.lapse(run) is not None
             )

@@ -181,6 +181,8 @@ def decide_arrival(
         return Duplicate(stored)
     if stored is not None and stored.in_pool:
         return Note(f"in its pool: {stored.status.value.lower()} for the pool's workers")
+    if stored is not None and stored.held_outside:
+        return Note("continued by its target: running under its lease token")
     holder = lane.holders.get(message.run_id)
     token = stored.fencing_token if stored is not None else None
     running_holder = holder is not None and not ended(holder, token)

@@ -709,7 +709,8 @@ class Run(StrictModel):
     """Asked to stop (``POST /v1/runs/{run_id}/cancel``) while running: it ends CANCELLED, never retried."""
     output: JsonValue | None = None
     lease_token: str | None = Field(None, exclude=True)
-    """The pool attempt's lease token, given to its claimer alone; never shown."""
+    """The lease token of an attempt held outside tickwork (a pool worker's claim, or a webhook that answered
+    202), given to its holder alone; never shown."""
 
     @property
     def waiting_in_pool(self) -> bool:
@@ -720,6 +721,13 @@ class Run(StrictModel):
     def in_pool(self) -> bool:
         """In its pool's hands: waiting for a claim, or claimed and running."""
         return self.pool is not None and self.status in (RunStatus.ENQUEUED, RunStatus.RUNNING)
+
+    @property
+    def held_outside(self) -> bool:
+        """Its attempt is in outside hands: in its pool (waiting for a claim, or claimed), or RUNNING under a
+        lease token (a webhook that answered 202). It ends through the heartbeat, complete and fail routes,
+        or the sweeper's lapse of its lease; it holds its job's lane meanwhile."""
+        return self.in_pool or (self.status is RunStatus.RUNNING and self.lease_token is not None)
 
     @property
     def due_at(self) -> datetime:

@@ -5,6 +5,10 @@ This module is the pure part: the ``pool`` target, the bodies of the pool routes
 edge, the lease token that fences a worker's later calls, and the lease's arithmetic. A lease lasts one
 heartbeat timeout from the claim or the last heartbeat, and never past the attempt's hard cap
 (``timeout_seconds``), whatever the heartbeats.
+
+An ``http`` target's call carries the lease token its attempt would be continued with
+(``X-Tickwork-Lease-Token``); a webhook that answers 202 continues the attempt through the same routes, under
+the pool target's default terms (:data:`HTTP_CONTINUATION`): the ``http`` target has no fields for them.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import AfterValidator, Field, JsonValue
 from pydantic_core import PydanticCustomError
@@ -21,8 +25,10 @@ from pydantic_core import PydanticCustomError
 from tickwork.domain.models import (
     MAX_POOL_ATTEMPT_SECONDS,
     POOL_NAME,
+    HttpTarget,
     Job,
     PoolTarget,
+    Run,
     StrictModel,
     payload_depth,
     payload_size,
@@ -72,6 +78,41 @@ def pool_target_of(job: Job) -> PoolTarget | None:
     """The job's pool target, if its target is a pool."""
     target: object = job.target  # the target union is made at run time, as kinds register
     return target if isinstance(target, PoolTarget) else None
+
+
+class LeaseTerms(Protocol):
+    """How long a lease held outside lasts without a heartbeat, and the attempt's hard cap."""
+
+    @property
+    def heartbeat_timeout_seconds(self) -> int: ...
+
+    @property
+    def timeout_seconds(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Terms:
+    heartbeat_timeout_seconds: int
+    timeout_seconds: int
+
+
+HTTP_CONTINUATION = Terms(
+    heartbeat_timeout_seconds=PoolTarget.model_fields["heartbeat_timeout_seconds"].default,
+    timeout_seconds=PoolTarget.model_fields["timeout_seconds"].default,
+)
+"""A webhook's attempt continued after a 202: the pool target's defaults (60 s without a heartbeat, 3,600 s
+from the call's start in all)."""
+
+
+def continuation_terms(job: Job) -> LeaseTerms | None:
+    """The terms a webhook's attempt is continued under if it answers 202; None for other targets."""
+    target: object = job.target
+    return HTTP_CONTINUATION if isinstance(target, HttpTarget) else None
+
+
+def lease_terms_of(job: Job) -> LeaseTerms | None:
+    """The terms of the job's leases held outside: its pool target's, or a webhook's continued attempt's."""
+    return pool_target_of(job) or continuation_terms(job)
 
 
 # --- the routes' bodies -------------------------------------------------------------------------------------
@@ -130,11 +171,11 @@ class Lease:
     deadline: datetime
 
     @classmethod
-    def claimed(cls, target: PoolTarget, now: datetime) -> Lease:
+    def claimed(cls, target: LeaseTerms, now: datetime) -> Lease:
         deadline = now + timedelta(seconds=target.timeout_seconds)
         return cls(min(now + timedelta(seconds=target.heartbeat_timeout_seconds), deadline), deadline)
 
-    def renewed(self, target: PoolTarget, now: datetime) -> Lease:
+    def renewed(self, target: LeaseTerms, now: datetime) -> Lease:
         """After a heartbeat at ``now``: one heartbeat timeout more, never past the deadline."""
         return Lease(
             min(now + timedelta(seconds=target.heartbeat_timeout_seconds), self.deadline), self.deadline
@@ -149,7 +190,23 @@ class Lease:
         return None
 
 
+def continued(run: Run, lease_token: str, terms: LeaseTerms, now: datetime) -> Run:
+    """A webhook's attempt, RUNNING, after it answered 202 at ``now``: leased under ``lease_token`` for one
+    heartbeat timeout from the answer, capped at ``timeout_seconds`` from the call's start."""
+    started = run.attempts[-1].started_at if run.attempts else now
+    lease = Lease.claimed(terms, started).renewed(terms, now)
+    return run.model_copy(
+        update={
+            "lease_token": lease_token,
+            "lease_expires_at": lease.expires_at,
+            "lease_deadline": lease.deadline,
+            "heartbeat_at": None,
+        }
+    )
+
+
 __all__ = [
+    "HTTP_CONTINUATION",
     "MAX_CHECKPOINT_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_POOL_ATTEMPT_SECONDS",
@@ -159,8 +216,13 @@ __all__ = [
     "FailRequest",
     "HeartbeatRequest",
     "Lease",
+    "LeaseTerms",
     "PoolTarget",
+    "Terms",
+    "continuation_terms",
+    "continued",
     "fencing_token_of",
+    "lease_terms_of",
     "new_lease_token",
     "pool_target_of",
 ]

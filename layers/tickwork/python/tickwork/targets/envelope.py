@@ -32,6 +32,8 @@ class Delivery:
     fencing_token: int
     payload: Any
     tenant_secret: str = field(repr=False)  # never printed in logs or tracebacks
+    lease_token: str | None = field(default=None, repr=False)
+    """The token the attempt is continued with if the webhook answers 202 (``X-Tickwork-Lease-Token``)."""
 
 
 def envelope(delivery: Delivery) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def verify_signature(
 def webhook_headers(delivery: Delivery, body: bytes, *, now_epoch: int) -> dict[str, str]:
     """The headers tickwork sets on every webhook request. Tenants cannot override them: job validation
     refuses ``X-Tickwork-*``, ``Idempotency-Key`` and the other reserved names."""
-    return {
+    headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         "Idempotency-Key": delivery.run_id,
@@ -108,3 +110,6 @@ def webhook_headers(delivery: Delivery, body: bytes, *, now_epoch: int) -> dict[
         "X-Tickwork-Fencing-Token": str(delivery.fencing_token),
         "X-Tickwork-Signature": signature_header(delivery.tenant_secret, now_epoch, body),
     }
+    if delivery.lease_token is not None:
+        headers["X-Tickwork-Lease-Token"] = delivery.lease_token
+    return headers

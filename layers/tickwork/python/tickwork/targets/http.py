@@ -28,6 +28,7 @@ from tickwork.targets.envelope import Delivery, webhook_headers
 from tickwork.targets.result import (
     REFUSED_CODE,
     TargetResult,
+    accepted,
     classify_status,
     clip,
     permanent,
@@ -43,6 +44,8 @@ MAX_REDIRECTS = 3
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_ERROR_BODY_BYTES = 4096
 MAX_CONNECT_SECONDS = 5
+ACCEPTED = 202
+"""The webhook took the attempt on and continues it through the run's heartbeat, complete and fail routes."""
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -156,6 +159,8 @@ def invoke_http(
     tickwork_headers = webhook_headers(delivery, body, now_epoch=now_epoch)
     # Values a careless receiver might echo back into its error page; kept out of stored messages.
     hidden = [*target.headers.values(), tickwork_headers["X-Tickwork-Signature"]]
+    if delivery.lease_token is not None:
+        hidden.append(delivery.lease_token)
     timeout = urllib3.Timeout(
         connect=min(MAX_CONNECT_SECONDS, target.timeout_seconds), read=target.timeout_seconds
     )
@@ -201,6 +206,8 @@ def invoke_http(
 
 def _status_result(reply: _Reply, host: str) -> TargetResult:
     outcome = classify_status(reply.status)
+    if reply.status == ACCEPTED:
+        return accepted(reply.status)
     if outcome is OutcomeClass.SUCCESS:
         return success(reply.status)
     message = f"HTTP {reply.status} from {host!r}" + (f": {reply.excerpt}" if reply.excerpt else "")

@@ -19,6 +19,9 @@ class TargetResult:
     status_code: int | None = None
     error_code: str | None = None
     error_message: str | None = None
+    continues: bool = False
+    """The target accepted the attempt and goes on with it (a webhook's 202): the attempt stays RUNNING under
+    the lease token the call carried, until the heartbeat, complete and fail routes, or its lapse, end it."""
 
     @property
     def ok(self) -> bool:
@@ -32,6 +35,11 @@ def clip(text: str) -> str:
 
 def success(status_code: int | None = None) -> TargetResult:
     return TargetResult(OutcomeClass.SUCCESS, status_code=status_code)
+
+
+def accepted(status_code: int) -> TargetResult:
+    """A webhook's 202: taken on, to be continued through the run's routes."""
+    return TargetResult(OutcomeClass.SUCCESS, status_code=status_code, continues=True)
 
 
 def retryable(code: str, message: str, status_code: int | None = None) -> TargetResult:

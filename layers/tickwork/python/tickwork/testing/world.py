@@ -53,6 +53,8 @@ class Call:
     token: int
     at: datetime
     scheduled_for: datetime
+    lease_token: str | None = None
+    """The lease token the call carried (a webhook's: ``X-Tickwork-Lease-Token``)."""
 
 
 @dataclass
@@ -141,7 +143,15 @@ class World:
 
     def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
         self.calls.append(
-            Call(job.name, run.run_id, run.attempt, run.fencing_token, self.clock(), run.scheduled_for)
+            Call(
+                job.name,
+                run.run_id,
+                run.attempt,
+                run.fencing_token,
+                self.clock(),
+                run.scheduled_for,
+                run.lease_token,
+            )
         )
         self.in_flight[job.name] = self.in_flight.get(job.name, 0) + 1
         self.most_in_flight[job.name] = max(self.most_in_flight.get(job.name, 0), self.in_flight[job.name])
