@@ -23,7 +23,7 @@ from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore
 from tickwork.domain.arrival import Candidate
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.models import Job, Run
-from tickwork.domain.pools import pool_target_of
+from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
@@ -65,6 +65,7 @@ class Claims:
         metrics: Metrics,
         worker_id: str,
         lease_margin: timedelta,
+        pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
     ):
         self.lanes = lanes
         self.slots = slots
@@ -73,6 +74,7 @@ class Claims:
         self.metrics = metrics
         self.worker_id = worker_id
         self.lease_margin = lease_margin
+        self.pool_wait_alarm = pool_wait_alarm
 
     def lease_for(self, job: Job) -> timedelta:
         """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
@@ -176,7 +178,12 @@ class Claims:
         holder = lease.holder if lease is not None else None
         run = candidate.run.model_copy(update={"fencing_token": holder.token}) if holder else candidate.run
         handed = self.lifecycle.hand_to_pool(
-            candidate, run, pool=target.pool, in_lane=holder is not None, now=now
+            candidate,
+            run,
+            pool=target.pool,
+            in_lane=holder is not None,
+            now=now,
+            wait_alarm=self.pool_wait_alarm,
         )
         if handed is None:
             self.metrics.count("LeaseConflicts")

@@ -65,11 +65,12 @@ SWEEP_LEAD = timedelta(minutes=2)
 
 def attention_at(run: Run) -> datetime | None:
     """When the sweeper should look at a stored run, if ever. Runs on their way (a fire's run, an attempt in
-    progress, a finished run) need none, so their writes touch no index. A pool run waiting for a claim needs
-    none either (it waits for the tenant's workers, however long); a claimed one is looked at when its lease
-    lapses, so each heartbeat moves its entry."""
+    progress, a finished run) need none, so their writes touch no index. A pool run waiting for a claim is
+    looked at once it has waited the pool wait threshold (to count it, not to change it: it waits for the
+    tenant's workers, however long); a claimed one when its lease lapses, so each heartbeat moves its
+    entry."""
     if run.pool is not None and run.status in (S.ENQUEUED, S.RUNNING):
-        return run.lease_expires_at if run.status is S.RUNNING else None
+        return run.lease_expires_at if run.status is S.RUNNING else run.pool_wait_alarm_at
     if run.status is S.PLANNED:
         return run.created_at + PLANNED_GRACE
     if run.status is S.ENQUEUED:

@@ -34,6 +34,9 @@ MAX_STAGE_CHARS = 200
 MAX_CLAIM_RUNS = 10
 MAX_CLAIM_WAIT_SECONDS = 20
 MAX_JSON_DEPTH = 64
+# A run waiting this long in its pool for a claim is counted (``PoolRunsWaitingLong``), and again after each
+# further wait of as long; the deployment's setting (``pool_wait_alarm_seconds``) replaces it.
+DEFAULT_POOL_WAIT_ALARM = timedelta(minutes=15)
 
 
 def _sized(what: str, limit: int) -> AfterValidator:
@@ -150,6 +153,7 @@ class Lease:
 
 
 __all__ = [
+    "DEFAULT_POOL_WAIT_ALARM",
     "MAX_CHECKPOINT_BYTES",
     "MAX_OUTPUT_BYTES",
     "MAX_POOL_ATTEMPT_SECONDS",
