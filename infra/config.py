@@ -70,10 +70,10 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
 
 # CloudFormation takes at most 500 resources in one stack. Each planner group adds 2 (its EventBridge rule and
 # Lambda permission) and each worker function past the first 7 (function, role, policy, log group, event
-# source mapping, errors and throttles alarms); the stack's other resources number under 126 (the indexer
-# and the run index table took 9 of them, the pool routes' API resources and methods 16).
+# source mapping, errors and throttles alarms); the stack's other resources number under 128 (the indexer
+# and the run index table took 9 of them, the pool routes' API resources and methods 16, the pools' alarms 2).
 STACK_RESOURCES_MAX = 500
-OTHER_RESOURCES = 126
+OTHER_RESOURCES = 128
 RESOURCES_PER_PLANNER_GROUP = 2
 RESOURCES_PER_WORKER_FUNCTION = 7
 # Planner groups a stack can have (see StageConfig.planner_groups), with one worker function.
@@ -103,7 +103,7 @@ class StageConfig(BaseModel):
 
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
-    # At most 195 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
+    # At most 186 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
     # resources in one stack.
     planner_groups: int = Field(
         1, ge=1, le=PLANNER_GROUPS_MAX, description="EventBridge rules, each owning disjoint shards"
@@ -162,6 +162,19 @@ class StageConfig(BaseModel):
     alarm_email: Annotated[str, StringConstraints(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] | None = None
     queue_age_alarm_seconds: int = Field(600, ge=60)
     trigger_lag_alarm_ms: int = Field(5000, ge=1)
+    pool_lapsed_leases_alarm: int = Field(
+        1,
+        ge=1,
+        description="pool leases lapsed (heartbeat timeouts and attempt caps) in 5 minutes that alarm",
+    )
+    # At most 12 hours: the alarm looks back over the threshold and two minutes, in minutes, and CloudWatch
+    # evaluates at most a day.
+    pool_wait_alarm_seconds: int = Field(
+        900,
+        ge=60,
+        le=43_200,
+        description="a pool run waiting this long for a claim is counted (PoolRunsWaitingLong), and alarms",
+    )
 
     @field_validator("allowed_target_arns", mode="before")
     @classmethod

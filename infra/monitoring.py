@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from aws_cdk import Duration
@@ -123,6 +124,26 @@ class Monitoring(Construct):
             datapoints_to_alarm=2,
             description="p99 of the time from a run's scheduled instant to its start is high.",
         )
+        # Pools. A lapse is a heartbeat timeout (or an attempt's cap): a tenant's worker died or stalled.
+        self._alarm(
+            "PoolLeasesLapsed",
+            tickwork_metric("PoolLeasesLapsed", statistic="Sum", period=FIVE_MINUTES),
+            threshold=config.pool_lapsed_leases_alarm,
+            description="Pool runs' leases lapsed: their workers stopped heartbeating, or an attempt reached"
+            " its timeout_seconds. Each is retried from its last checkpoint by its retry policy.",
+        )
+        # The sweeper (every tick, a minute) counts a run once it has waited the threshold, then once per
+        # threshold while it still waits: any count within the threshold and two minutes keeps the alarm on.
+        self._alarm(
+            "PoolRunsWaitingLong",
+            tickwork_metric("PoolRunsWaitingLong", statistic="Sum"),
+            threshold=1,
+            evaluation_periods=math.ceil(config.pool_wait_alarm_seconds / 60) + 2,
+            datapoints_to_alarm=1,
+            description=f"Pool runs waited more than {config.pool_wait_alarm_seconds} s for a claim: no"
+            " worker of their pool claims them. The planner's log line 'a run waits long in its pool for a"
+            " claim' names the tenant, the pool and the run.",
+        )
         self._alarm(
             "PlannerTicksMissing",
             tick_count,
@@ -197,6 +218,17 @@ class Monitoring(Construct):
                     tickwork_metric("PlannerTickMs", statistic="p50", label="tick ms (p50)"),
                 ],
                 right=[tickwork_metric("PlannerDueJobs", statistic="Sum", label="due jobs")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Pools",
+                left=[
+                    tickwork_metric("PoolLeasesLapsed", statistic="Sum", label="leases lapsed"),
+                    tickwork_metric("PoolRunsWaitingLong", statistic="Sum", label="runs waiting long"),
+                ],
+                right=[
+                    tickwork_metric("PoolRunOldestWaitMs", statistic="Maximum", label="longest wait (ms)")
+                ],
                 width=12,
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=12),

@@ -194,6 +194,7 @@ class TickworkStack(Stack):
             planner_max_jobs_per_tick=config.planner_max_jobs_per_tick,
             run_retention_days=config.run_retention_days,
             lease_margin_seconds=config.lease_margin_seconds,
+            pool_wait_alarm_seconds=config.pool_wait_alarm_seconds,
             allow_private_targets=config.allow_private_targets,
             # Jobs may name only the AWS targets the worker's role can call; none unless configured.
             allowed_target_arns=config.allowed_target_arns,

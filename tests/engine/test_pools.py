@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from tickwork.app.pools import PoolService
+from tickwork.domain.lifecycle import attention_at
 from tickwork.domain.models import Job, Run, RunStatus
 from tickwork.domain.pools import ClaimRequest, CompleteRequest, FailRequest, HeartbeatRequest
 from tickwork.errors import InvalidState, LeaseLost, NotFound
@@ -331,3 +332,76 @@ def test_a_one_hour_run_heartbeating_every_20_s_costs_at_most_200_writes() -> No
     pools.complete("acme", claimed.run.run_id, CompleteRequest(lease_token=token))
     # The claim, 180 heartbeats and the complete: one write each, nothing else
     assert world.runs.writes - writes_before == 182
+
+
+def test_a_run_waiting_past_the_threshold_is_counted_once_per_threshold() -> None:
+    world = World(pool_wait_alarm=timedelta(minutes=10))
+    job = pool_job(world)
+    run = handed(world, job)
+    handed_at = world.clock()
+    assert run.pool_wait_alarm_at == handed_at + timedelta(minutes=10)
+    # The planner ticks (and sweeps) every minute: within the threshold nothing is counted
+    for _ in range(9):
+        world.clock.advance(seconds=60)
+        world.tick()
+    assert "PoolRunsWaitingLong" not in world.metrics.counts
+    world.clock.advance(seconds=60)  # 10 minutes waited
+    world.tick()
+    assert world.metrics.counts["PoolRunsWaitingLong"] == 1
+    assert world.metrics.timings["PoolRunOldestWaitMs"] == [600_000]
+    # Looked at again one threshold later, not at every sweep; the run still waits, untouched
+    stored = world.runs.get("acme", run.run_id)
+    assert stored.pool_wait_alarm_at == world.clock() + timedelta(minutes=10)
+    assert (stored.status, stored.attempt) == (RunStatus.ENQUEUED, 0)
+    for _ in range(9):
+        world.clock.advance(seconds=60)
+        world.tick()
+    assert world.metrics.counts["PoolRunsWaitingLong"] == 1
+    world.clock.advance(seconds=60)
+    world.tick()
+    assert world.metrics.counts["PoolRunsWaitingLong"] == 2
+    assert world.metrics.timings["PoolRunOldestWaitMs"] == [600_000, 1_200_000]
+    # It can still be claimed, and then it is no longer waiting: its attention time is its lease's expiry
+    [claimed] = claim(pools_of(world))
+    assert claimed.run.pool_wait_alarm_at is None and claimed.run.pool_waiting_since is None
+    assert attention_at(claimed.run) == claimed.run.lease_expires_at
+
+
+def test_a_run_claimed_before_the_threshold_is_never_counted() -> None:
+    world = World(pool_wait_alarm=timedelta(minutes=10))
+    pools = pools_of(world)
+    job = pool_job(world, target={"timeout_seconds": 7200})
+    handed(world, job)
+    world.clock.advance(seconds=599)
+    world.tick()
+    [claimed] = claim(pools)
+    token = claimed.run.lease_token or ""
+    # It runs (heartbeating) well past the threshold, then completes: no sweep counts it as waiting
+    for _ in range(60):
+        world.clock.advance(seconds=20)
+        pools.heartbeat("acme", claimed.run.run_id, HeartbeatRequest(lease_token=token))
+        world.tick()
+    pools.complete("acme", claimed.run.run_id, CompleteRequest(lease_token=token))
+    world.clock.advance(seconds=3600)
+    world.tick()
+    assert "PoolRunsWaitingLong" not in world.metrics.counts
+    assert "PoolRunOldestWaitMs" not in world.metrics.timings
+
+
+def test_a_retry_waits_from_its_own_hand_over() -> None:
+    world = World(pool_wait_alarm=timedelta(minutes=10))
+    pools = pools_of(world)
+    job = pool_job(world, retry={"max_attempts": 3, "initial_delay_seconds": 1, "jitter": "none"})
+    handed(world, job)
+    world.clock.advance(seconds=540)  # waited 9 minutes, then claimed: not counted
+    [claimed] = claim(pools)
+    world.run_for(40)  # no heartbeat: the lease lapses, and the retry is handed to the pool again
+    again = world.runs.get("acme", claimed.run.run_id)
+    assert (again.status, again.attempt) == (RunStatus.ENQUEUED, 1)
+    assert again.pool_waiting_since is not None and again.pool_waiting_since > claimed.run.started_at
+    world.clock.advance(seconds=9 * 60)
+    world.tick()
+    assert "PoolRunsWaitingLong" not in world.metrics.counts  # 9 minutes since the retry's hand-over
+    world.clock.advance(seconds=60)
+    world.tick()
+    assert world.metrics.counts["PoolRunsWaitingLong"] == 1

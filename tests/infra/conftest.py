@@ -38,6 +38,8 @@ FULL_CONTEXT: dict[str, Any] = {
     "tickwork:run_path_platform_logs": True,
     "tickwork:log_retention_days": 90,
     "tickwork:alarm_email": "oncall@example.com",
+    "tickwork:pool_lapsed_leases_alarm": 3,
+    "tickwork:pool_wait_alarm_seconds": 1800,
     "tickwork:allowed_target_arns": json.dumps(
         [
             "arn:aws:sqs:eu-west-1:123456789012:orders-*",

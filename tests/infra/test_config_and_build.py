@@ -114,12 +114,12 @@ def test_target_grants_group_patterns_by_action() -> None:
 
 
 def test_worker_functions_take_room_from_planner_groups_naming_both() -> None:
-    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 187
+    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 186
     most = planner_groups_max(WORKER_FUNCTIONS_MAX)
     assert StageConfig(worker_functions=WORKER_FUNCTIONS_MAX, planner_groups=most).worker_functions == 10
     context = {"tickwork": {"planner_groups": PLANNER_GROUPS_MAX, "worker_functions": 2}}
     with pytest.raises(
-        ConfigError, match=r"tickwork:worker_functions: .*at most 183 planner_groups, not 187"
+        ConfigError, match=r"tickwork:worker_functions: .*at most 182 planner_groups, not 186"
     ):
         StageConfig.from_context(_context(context))
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from tickwork.observability import NAMESPACE, SERVICE
 
+from infra.config import StageConfig
 from infra.functions import numbered
 from tests.infra.conftest import Synthesized
 
@@ -98,12 +100,60 @@ def test_missing_planner_ticks_for_three_minutes_alarm(synthesized: Synthesized)
     )
 
 
+def test_lapsed_pool_leases_alarm_at_the_configured_count_in_five_minutes(synthesized: Synthesized) -> None:
+    alarm = _alarm(synthesized, "PoolLeasesLapsed")
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        NAMESPACE,
+        "PoolLeasesLapsed",
+        "Sum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": SERVICE}]
+    assert (alarm["Period"], alarm["EvaluationPeriods"]) == (300, 1)
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["Threshold"] == synthesized.stack.config.pool_lapsed_leases_alarm
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def test_pool_runs_waiting_past_the_threshold_alarm_while_they_keep_waiting(synthesized: Synthesized) -> None:
+    alarm = _alarm(synthesized, "PoolRunsWaitingLong")
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        NAMESPACE,
+        "PoolRunsWaitingLong",
+        "Sum",
+    )
+    # No tenant or pool dimension: one metric for the deployment (the log line names them)
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": SERVICE}]
+    assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
+    # A run still waiting is counted again one threshold later (and the sweep runs every minute): any count
+    # within the threshold and two minutes holds the alarm, so it does not flap between counts
+    threshold = synthesized.stack.config.pool_wait_alarm_seconds
+    assert alarm["Period"] == 60
+    assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (threshold // 60 + 2, 1)
+    assert alarm["TreatMissingData"] == "notBreaching"
+    assert str(threshold) in alarm["AlarmDescription"]
+
+
+def test_the_pool_wait_threshold_reaches_the_functions(synthesized: Synthesized) -> None:
+    threshold = str(synthesized.stack.config.pool_wait_alarm_seconds)
+    for function in (synthesized.stack.planner_function, *synthesized.stack.worker_functions):
+        properties = synthesized.resources[synthesized.logical_id(function.function)]["Properties"]
+        assert properties["Environment"]["Variables"]["TICKWORK_POOL_WAIT_ALARM_SECONDS"] == threshold
+
+
+def test_the_pool_alarms_follow_the_configuration() -> None:
+    assert (StageConfig().pool_wait_alarm_seconds, StageConfig().pool_lapsed_leases_alarm) == (900, 1)
+    with pytest.raises(ValidationError):
+        StageConfig(pool_wait_alarm_seconds=43_201)  # the alarm's look-back would pass a day
+    with pytest.raises(ValidationError):
+        StageConfig(pool_wait_alarm_seconds=59)
+
+
 def test_every_alarm_notifies_the_topic(synthesized: Synthesized) -> None:
     topic = {"Ref": synthesized.logical_id(synthesized.stack.monitoring.topic)}
     alarms = synthesized.of_type("AWS::CloudWatch::Alarm")
-    # 6 on queues, lag, ticks and the indexer's stream, and errors and throttles of the planner, the API, the
-    # indexer and each worker function
-    expected = 6 + 2 * (3 + synthesized.stack.config.worker_functions)
+    # 6 on queues, lag, ticks and the indexer's stream, 2 on pools, and errors and throttles of the planner,
+    # the API, the indexer and each worker function
+    expected = 6 + 2 + 2 * (3 + synthesized.stack.config.worker_functions)
     assert len(alarms) == len(synthesized.stack.monitoring.alarms) == expected
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
@@ -140,5 +190,8 @@ def test_dashboard_shows_lag_outcomes_queues_worker_and_planner(synthesized: Syn
         '"Errors"',
         '"PlannerTickMs"',
         '"PlannerDueJobs"',
+        '"PoolLeasesLapsed"',
+        '"PoolRunsWaitingLong"',
+        '"PoolRunOldestWaitMs"',
     ):
         assert expected in body, expected

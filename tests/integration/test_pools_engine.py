@@ -7,9 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from tickwork import tables
 from tickwork.app.pools import PoolService
 from tickwork.domain.models import RunStatus
 from tickwork.domain.pools import ClaimRequest, CompleteRequest, FailRequest, HeartbeatRequest
+from tickwork.domain.timeutil import to_epoch_ms
 
 from tests.integration.conftest import START, Engine
 
@@ -96,3 +98,30 @@ def test_a_lapsed_lease_is_swept_retried_through_the_queue_and_resumes_from_its_
         "heartbeat_timeout",
         "oom",
     ]
+
+
+def test_a_run_waiting_past_the_threshold_is_found_through_the_attention_index_and_counted_once(
+    engine: Engine,
+) -> None:
+    threshold = engine.runtime.settings.pool_wait_alarm
+    job_id = pool_job(engine)
+    fire(engine)
+    [listed] = engine.runs_of("acme", job_id)
+    waiting = engine.runtime.runs.get("acme", listed.run_id)
+    handed_at = engine.clock()
+    # Stored with its next look, as the attention index's sort key
+    assert (waiting.pool_waiting_since, waiting.pool_wait_alarm_at) == (handed_at, handed_at + threshold)
+    item = engine.runtime.runs.run_to_item(waiting)
+    assert int(item[tables.ATTENTION_AT]["N"]) == to_epoch_ms(handed_at + threshold)
+    engine.clock.advance(seconds=threshold.total_seconds() - 1)
+    engine.tick()
+    assert "PoolRunsWaitingLong" not in engine.metrics.counts
+    engine.clock.advance(seconds=1)
+    engine.tick()
+    engine.clock.advance(seconds=60)
+    engine.tick()  # the next minute's sweep: not counted again
+    assert engine.metrics.counts["PoolRunsWaitingLong"] == 1
+    assert engine.metrics.timings["PoolRunOldestWaitMs"] == [threshold.total_seconds() * 1000]
+    stored = engine.runtime.runs.get("acme", listed.run_id)
+    assert stored.status is RunStatus.ENQUEUED
+    assert stored.pool_wait_alarm_at == handed_at + 2 * threshold  # counted at handed_at + threshold

@@ -32,6 +32,9 @@ class Settings(BaseModel):
     idempotency_ttl_seconds: int = Field(86_400, ge=60)
     planner_max_jobs_per_tick: int = Field(5000, ge=1)
     lease_margin_seconds: int = Field(30, ge=1, le=900)
+    pool_wait_alarm_seconds: int = Field(900, ge=60, le=43_200)
+    """A run waiting this long in its pool for a claim is counted (``PoolRunsWaitingLong``), then again
+    after each further wait of as long."""
     # Records of a worker's batch handled at once, one thread per job (tickwork.batches).
     worker_parallelism: int = Field(10, ge=1, le=100)
     allow_private_targets: bool = False
@@ -64,6 +67,10 @@ class Settings(BaseModel):
     @property
     def planner_horizon(self) -> timedelta:
         return timedelta(seconds=self.planner_horizon_seconds)
+
+    @property
+    def pool_wait_alarm(self) -> timedelta:
+        return timedelta(seconds=self.pool_wait_alarm_seconds)
 
     @property
     def planner_lookahead(self) -> timedelta:

@@ -58,6 +58,8 @@ LOG_KEYS = frozenset(
         "planned_runs",
         "missed_runs",
         "swept_runs",
+        "pool",
+        "waited_ms",
         "runs",
         "handler",
         "instances",

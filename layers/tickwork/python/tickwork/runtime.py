@@ -249,6 +249,7 @@ class Runtime:
             shards=self.settings.attention_shards,
             # Built on the first lapsed pool lease only: most sweeps find none.
             lapse=lambda run: self.pools.lapse(run),
+            pool_wait_alarm=self.settings.pool_wait_alarm,
         )
 
     @cached_property
@@ -340,6 +341,7 @@ class Runtime:
             sleep=sleep,
             worker_id=worker_id or self.worker_id,
             lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
+            pool_wait_alarm=self.settings.pool_wait_alarm,
         )
 
     def idempotency_store(self) -> DynamoDBPersistenceLayer:

@@ -76,6 +76,10 @@ class DynamoRunStore:
             values["retry_sent_at"] = to_rfc3339(run.retry_sent_at)
         if run.lease_token is not None:
             values["lease_token"] = run.lease_token
+        if run.pool_waiting_since is not None:
+            values["pool_waiting_since"] = to_rfc3339(run.pool_waiting_since)
+        if run.pool_wait_alarm_at is not None:
+            values["pool_wait_alarm_at"] = to_rfc3339(run.pool_wait_alarm_at)
         if "output" in values:
             values[OUTPUT_TEXT] = _json_text(values.pop("output"))
         if run.progress is not None:

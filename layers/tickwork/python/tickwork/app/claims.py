@@ -23,7 +23,7 @@ from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore, TenantT
 from tickwork.domain.arrival import Candidate
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
 from tickwork.domain.models import Job, Run
-from tickwork.domain.pools import pool_target_of
+from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.throttle import throttle_of
 from tickwork.domain.timeutil import EPOCH
 
@@ -90,6 +90,7 @@ class Claims:
         metrics: Metrics,
         worker_id: str,
         lease_margin: timedelta,
+        pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
     ):
         self.lanes = lanes
         self.slots = slots
@@ -99,6 +100,7 @@ class Claims:
         self.metrics = metrics
         self.worker_id = worker_id
         self.lease_margin = lease_margin
+        self.pool_wait_alarm = pool_wait_alarm
 
     def lease_for(self, job: Job) -> timedelta:
         """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
@@ -237,7 +239,12 @@ class Claims:
         holder = lease.holder if lease is not None else None
         run = candidate.run.model_copy(update={"fencing_token": holder.token}) if holder else candidate.run
         handed = self.lifecycle.hand_to_pool(
-            candidate, run, pool=target.pool, in_lane=holder is not None, now=now
+            candidate,
+            run,
+            pool=target.pool,
+            in_lane=holder is not None,
+            now=now,
+            wait_alarm=self.pool_wait_alarm,
         )
         if handed is None:
             self.metrics.count("LeaseConflicts")

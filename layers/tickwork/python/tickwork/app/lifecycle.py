@@ -149,11 +149,19 @@ class RunLifecycle:
 
     # --- pools: runs the tenant's own workers claim -------------------------------------------------------
     def hand_to_pool(
-        self, candidate: Candidate, run: Run, *, pool: str, in_lane: bool, now: datetime
+        self,
+        candidate: Candidate,
+        run: Run,
+        *,
+        pool: str,
+        in_lane: bool,
+        now: datetime,
+        wait_alarm: timedelta,
     ) -> Run | None:
-        """The fire's attempt is the pool's to start: the run waits there, ENQUEUED, for a worker to claim it.
-        A lane holder's run carries the holder's token, and keeps the lane until it ends; a run with no lane
-        is written if absent or as read. None when another write got there first."""
+        """The fire's attempt is the pool's to start: the run waits there, ENQUEUED, for a worker to claim it;
+        the sweeper looks at it if it still waits ``wait_alarm`` after it became claimable. A lane holder's
+        run carries the holder's token, and keeps the lane until it ends; a run with no lane is written if
+        absent or as read. None when another write got there first."""
         waiting = run.model_copy(
             update={
                 "status": RunStatus.ENQUEUED,
@@ -165,6 +173,10 @@ class RunLifecycle:
                 "retry_at": None,
             }
         )
+        since = max(now, waiting.due_at)
+        waiting = waiting.model_copy(
+            update={"pool_waiting_since": since, "pool_wait_alarm_at": since + wait_alarm}
+        )
         expect = Expect.older_than(run.fencing_token + 1) if in_lane else _as_read(candidate)
         was = _stored_status(candidate)
         if was is RunStatus.ENQUEUED:  # a manual run's stored message: the same status, now in the pool
@@ -175,6 +187,11 @@ class RunLifecycle:
     def claim_from_pool(self, waiting: Run, claimed: Run) -> bool:
         """A worker of the pool claims the waiting run: RUNNING under its lease token, if still as read."""
         return self._move(claimed, Expect.at(waiting), was=waiting.status).ok
+
+    def pool_wait_noticed(self, waiting: Run, next_look: datetime) -> bool:
+        """A run still waiting in its pool was counted as waiting long: the sweeper looks again at
+        ``next_look``, if the run is still as read (a claim or a cancel got there first: nothing to count)."""
+        return self._keep(waiting, waiting.model_copy(update={"pool_wait_alarm_at": next_look})).ok
 
     def pool_heartbeat(self, running: Run, beaten: Run) -> bool:
         """A claimed run's heartbeat (its lease renewed, its progress kept), if still as read."""

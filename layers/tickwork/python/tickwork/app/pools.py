@@ -41,6 +41,7 @@ from tickwork.domain.pools import (
 )
 from tickwork.domain.retry import OutcomeClass
 from tickwork.errors import InvalidState, LeaseLost, NotFound
+from tickwork.observability import logger
 from tickwork.targets.result import TargetResult, success
 
 # A long poll looks at the pool this often while it waits.
@@ -147,6 +148,9 @@ class PoolService:
                 ],
                 "retry_at": None,
                 "reason": None,
+                # Claimed: no longer waiting (its attention time is now its lease's expiry)
+                "pool_waiting_since": None,
+                "pool_wait_alarm_at": None,
             }
         )
 
@@ -220,6 +224,16 @@ class PoolService:
         stored = self.attempts.record(job, run, result, in_lane=False)
         if stored is not None:
             self.metrics.count("PoolLeasesLapsed")
+            logger.info(
+                "a pool run's lease lapsed",
+                extra={
+                    "tenant_id": run.tenant_id,
+                    "pool": run.pool,
+                    "run_id": run.run_id,
+                    "attempt": run.attempt,
+                    "error_code": why,
+                },
+            )
             self._after(job, stored)
         return stored
 

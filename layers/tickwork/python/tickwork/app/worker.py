@@ -67,7 +67,7 @@ from tickwork.domain.arrival import (
 from tickwork.domain.fires import jitter_of
 from tickwork.domain.lanes import Lane, capacity
 from tickwork.domain.models import Job, Run, RunKey, RunMessage, RunStatus, parse_run_id
-from tickwork.domain.pools import pool_target_of
+from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
@@ -103,6 +103,7 @@ class Worker:
         sleep: Callable[[float], None],
         worker_id: str,
         lease_margin: timedelta = timedelta(seconds=30),
+        pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
         rng: random.Random | None = None,
     ):
         self.jobs = jobs
@@ -131,6 +132,7 @@ class Worker:
             metrics=metrics,
             worker_id=worker_id,
             lease_margin=lease_margin,
+            pool_wait_alarm=pool_wait_alarm,
         )
         self.attempts = Attempts(
             execute=execute,

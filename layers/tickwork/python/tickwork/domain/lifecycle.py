@@ -65,11 +65,14 @@ SWEEP_LEAD = timedelta(minutes=2)
 
 def attention_at(run: Run) -> datetime | None:
     """When the sweeper should look at a stored run, if ever. Runs on their way (a fire's run, an attempt in
-    progress, a finished run) need none, so their writes touch no index. A pool run waiting for a claim needs
-    none either (it waits for the tenant's workers, however long); a claimed one, or a webhook's run that
-    answered 202, is looked at when its lease lapses, so each heartbeat moves its entry."""
-    if run.held_outside:
-        return run.lease_expires_at if run.status is S.RUNNING else None
+    progress, a finished run) need none, so their writes touch no index. A pool run waiting for a claim is
+    looked at once it has waited the pool wait threshold (to count it, not to change it: it waits for the
+    tenant's workers, however long); a claimed one, or a webhook's run that answered 202, when its lease
+    lapses, so each heartbeat moves its entry."""
+    if run.waiting_in_pool:
+        return run.pool_wait_alarm_at
+    if run.held_outside and run.status is S.RUNNING:
+        return run.lease_expires_at
     if run.status is S.PLANNED:
         return run.created_at + PLANNED_GRACE
     if run.status is S.ENQUEUED:

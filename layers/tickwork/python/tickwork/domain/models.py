@@ -711,6 +711,11 @@ class Run(StrictModel):
     lease_token: str | None = Field(None, exclude=True)
     """The lease token of an attempt held outside tickwork (a pool worker's claim, or a webhook that answered
     202), given to its holder alone; never shown."""
+    pool_waiting_since: Instant | None = Field(None, exclude=True)
+    """When the run began waiting in its pool for a claim: handed over, or due if that is later."""
+    pool_wait_alarm_at: Instant | None = Field(None, exclude=True)
+    """When the sweeper looks at the run if it is still waiting in its pool: the pool wait threshold after
+    ``pool_waiting_since``, then one threshold after each look."""
 
     @property
     def waiting_in_pool(self) -> bool:

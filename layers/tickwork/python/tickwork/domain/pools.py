@@ -40,6 +40,9 @@ MAX_STAGE_CHARS = 200
 MAX_CLAIM_RUNS = 10
 MAX_CLAIM_WAIT_SECONDS = 20
 MAX_JSON_DEPTH = 64
+# A run waiting this long in its pool for a claim is counted (``PoolRunsWaitingLong``), and again after each
+# further wait of as long; the deployment's setting (``pool_wait_alarm_seconds``) replaces it.
+DEFAULT_POOL_WAIT_ALARM = timedelta(minutes=15)
 
 
 def _sized(what: str, limit: int) -> AfterValidator:
@@ -206,6 +209,7 @@ def continued(run: Run, lease_token: str, terms: LeaseTerms, now: datetime) -> R
 
 
 __all__ = [
+    "DEFAULT_POOL_WAIT_ALARM",
     "HTTP_CONTINUATION",
     "MAX_CHECKPOINT_BYTES",
     "MAX_OUTPUT_BYTES",

@@ -20,6 +20,7 @@ from tickwork.app.sweeper import Sweeper
 from tickwork.app.tenant_switch import TenantSwitch
 from tickwork.app.worker import Worker
 from tickwork.domain.models import Job, JobSpec, Run, RunMessage, RunStatus
+from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM
 from tickwork.domain.retry import OutcomeClass
 from tickwork.domain.tenants import Tenant
 from tickwork.targets import TargetResult
@@ -62,6 +63,7 @@ class World:
     clock: FakeClock = field(default_factory=lambda: FakeClock(START))
     horizon: timedelta = timedelta(seconds=60)
     lookahead: timedelta = timedelta(seconds=10)
+    pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM
     calls: list[Call] = field(default_factory=list)
     script: dict[str, list[Answer]] = field(default_factory=dict)
     """Answers by job name, one per call; the last one repeats. Unscripted jobs answer 200."""
@@ -95,7 +97,13 @@ class World:
             horizon=self.horizon,
             lookahead=self.lookahead,
         )
-        self.sweeper = Sweeper(runs=self.runs, queue=self.queue, metrics=self.metrics, shards=1)
+        self.sweeper = Sweeper(
+            runs=self.runs,
+            queue=self.queue,
+            metrics=self.metrics,
+            shards=1,
+            pool_wait_alarm=self.pool_wait_alarm,
+        )
         self.ticker = PlannerTick(
             jobs=self.jobs, planner=self.planner, sweeper=self.sweeper, metrics=self.metrics
         )
@@ -139,6 +147,7 @@ class World:
             clock=clock or self.clock,
             sleep=self.clock.sleep,
             worker_id=worker_id,
+            pool_wait_alarm=self.pool_wait_alarm,
         )
 
     def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
