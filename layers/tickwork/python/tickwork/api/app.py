@@ -71,6 +71,7 @@ from tickwork.errors import (
     IdempotencyKeyReused,
     InvalidInput,
     MethodNotAllowed,
+    NotFound,
     RateLimited,
     TickworkError,
     Unauthorized,
@@ -540,7 +541,11 @@ def build_app(
         responses=_responses(RunOut, 404, 409),
     )
     def cancel_run(run_id: RunId) -> RunOut:
-        run = get_runtime().pools.cancel(tenant(), run_id)
+        try:
+            run = get_runtime().pools.cancel(tenant(), run_id)
+        except NotFound:
+            # A fire still in the queue has no item yet: it is recorded CANCELLED before it arrives.
+            run = get_runtime().service.cancel_unrecorded(tenant(), run_id, now())
         audit("run cancelled", job_id=run.job_id, run_id=run.run_id, status=run.status.value)
         return RunOut.of(run)
 

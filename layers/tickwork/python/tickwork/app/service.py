@@ -23,7 +23,7 @@ from tickwork.app.planner import Planner
 from tickwork.app.ports import Dispatch, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.lanes import Holder, Lane, ended
-from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, WAITING
+from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, TERMINAL, WAITING
 from tickwork.domain.models import (
     Job,
     JobPatch,
@@ -367,6 +367,26 @@ class JobService:
                 if run.run_id == run_id:
                     return run
             raise
+
+    def cancel_unrecorded(self, tenant_id: str, run_id: str, now: datetime) -> Run:
+        """A fire sent and not yet reached by a worker (shown ENQUEUED, with no run item): recorded CANCELLED
+        now, so its message is absorbed as a duplicate when it comes. Raises NotFound for a run not shown,
+        InvalidState for one whose attempt is running in its job's lane (it has no item to ask through)."""
+        shown = self.get_run(tenant_id, run_id, now)
+        if shown.status in TERMINAL:
+            raise InvalidState(f"the run is {shown.status.value} already", field="run_id")
+        if shown.status is not RunStatus.ENQUEUED:
+            raise InvalidState(
+                "the run's attempt is running and has not been recorded yet; cancel its job to stop what"
+                " follows it",
+                field="run_id",
+            )
+        job = self.jobs.get(tenant_id, shown.job_id)
+        cancelled = self.lifecycle.record_unrun_fire(
+            job, shown.scheduled_for, now, "cancelled", status=RunStatus.CANCELLED
+        )
+        # None: a worker recorded the fire meanwhile; the run as it stands now.
+        return cancelled if cancelled is not None else self.runs.get(tenant_id, run_id)
 
     def retry_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         """A new attempt of a FAILED, DEAD or ABANDONED run, under the same run id and idempotency key."""
