@@ -10,14 +10,18 @@ a receive of 10 cost 70 ms with 1,000 of them queued, and a send 10 ms. The loca
 - a waiting receive that wakes when the next delayed or in-flight message becomes visible, rather than at
   the end of its one-second wait (a fire's message reached the worker up to a second late).
 
-What moto answers is unchanged; only the work done to answer it is.
+What moto answers is unchanged; only the work done to answer it is, and one thing moto does not model: the
+order a standard queue serves its messages in is a fair queue's (SQS fair queues: the message groups with
+fewer messages in flight first), as the run queue's messages carry their tenant as ``MessageGroupId``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
+from itertools import zip_longest
 from typing import Any
 
 _installed = False
@@ -45,9 +49,25 @@ def _counts(queue: Any) -> tuple[int, int, int]:
 
 def _messages(queue: Any) -> list[Any]:
     now = _now_ms()
-    return [
+    visible = [
         message for message in queue._messages if now > message.visible_at and not now < message.delayed_until
     ]
+    return visible if queue.fifo_queue else _fair(queue, visible)
+
+
+def _fair(queue: Any, visible: list[Any]) -> list[Any]:
+    """The visible messages in the order a fair queue serves them: SQS fair queues (standard queues whose
+    messages carry a ``MessageGroupId``, the tenant here) serve the groups with fewer messages in flight
+    first, so one tenant's flood does not hold another's messages behind it. Here: round robin over the
+    groups, each group's messages in their own order, the groups with fewer in flight first."""
+    by_group: dict[Any, list[Any]] = {}
+    for message in visible:
+        by_group.setdefault(message.group_id, []).append(message)
+    if len(by_group) < 2:
+        return visible
+    in_flight = Counter(message.group_id for message in queue.pending_messages)
+    groups = sorted(by_group.values(), key=lambda messages: in_flight[messages[0].group_id])
+    return [message for turn in zip_longest(*groups) for message in turn if message is not None]
 
 
 @contextmanager

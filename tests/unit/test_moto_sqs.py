@@ -160,3 +160,45 @@ def test_batches_sent_from_many_threads_at_once_all_go_in_whole(sqs: Any) -> Non
         list(pool.map(send, range(600)))
     assert failures == []
     assert _counts(sqs, url) == (0, 6000, 0)
+
+
+def _send_group(sqs: Any, url: str, group: str, count: int) -> None:
+    for start in range(0, count, 10):
+        sqs.send_message_batch(
+            QueueUrl=url,
+            Entries=[
+                {"Id": str(index), "MessageBody": f"{group}-{start + index}", "MessageGroupId": group}
+                for index in range(min(10, count - start))
+            ],
+        )
+
+
+def test_a_flooding_tenants_messages_do_not_hold_another_tenants_behind_them(sqs: Any) -> None:
+    """A fair queue: 500 messages of one group sent first, then 5 of another; the first receive already
+    hands out the second group's, and each group's messages keep their own order."""
+    url = sqs.create_queue(QueueName="fair")["QueueUrl"]
+    _send_group(sqs, url, "flood", 500)
+    _send_group(sqs, url, "quiet", 5)
+    received = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert [body for body in received if body.startswith("quiet")] == [f"quiet-{n}" for n in range(5)]
+    assert [body for body in received if body.startswith("flood")] == [f"flood-{n}" for n in range(5)]
+
+
+def test_the_group_with_fewer_messages_in_flight_is_served_first(sqs: Any) -> None:
+    url = sqs.create_queue(QueueName="in-flight")["QueueUrl"]
+    _send_group(sqs, url, "busy", 30)
+    taken = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert len(taken) == 10  # 10 of "busy" in flight now
+    _send_group(sqs, url, "new", 3)
+    received = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2)["Messages"]]
+    assert received == ["new-0", "busy-10"]
+
+
+def test_a_fifo_queue_keeps_its_own_order(sqs: Any) -> None:
+    url = sqs.create_queue(
+        QueueName="ordered.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    for body, group in (("a-0", "a"), ("a-1", "a"), ("b-0", "b")):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group)
+    received = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert received == ["a-0", "a-1", "b-0"]
