@@ -252,3 +252,41 @@ def test_the_deployed_handler_applies_the_limit(api: ApiGateway, dynamodb: Any) 
     seed_tenant(dynamodb, "initech", "tw_initech", api_requests_per_second=1)
     statuses = [api.request("GET", "/v1/jobs", token="tw_initech").status for _ in range(3)]
     assert 429 in statuses and set(statuses) == {200, 429}
+
+
+class CountingWrites:
+    """The DynamoDB client, counting the UpdateItem calls made through it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.updates = 0
+
+    def update_item(self, **request: Any) -> Any:
+        self.updates += 1
+        return self.client.update_item(**request)
+
+
+def test_requests_seconds_apart_cost_one_write_each_and_a_busy_second_one_each(dynamodb: Any) -> None:
+    """A worker's heartbeats or long polls come seconds apart: each opens a new window, in one write (not a
+    failed count and then a reset); requests within one window are one write each too."""
+    writes = CountingWrites(dynamodb)
+    limiter = DynamoApiRateLimiter(writes, table=tables.TENANTS.default_name)  # type: ignore[arg-type]
+    for n in range(10):
+        limiter.take("acme", limit=5, now=START + timedelta(seconds=20 * n))
+    assert writes.updates == 10
+    busy = START + timedelta(hours=1)
+    for n in range(5):
+        limiter.take("acme", limit=5, now=busy + timedelta(milliseconds=100 * n))
+    assert writes.updates == 15
+    assert counter(dynamodb, "acme")[tables.RATE_COUNT] == 5
+
+
+def test_a_window_another_process_opened_is_counted_in_not_opened_again(dynamodb: Any) -> None:
+    first = DynamoApiRateLimiter(dynamodb, table=tables.TENANTS.default_name)
+    second = DynamoApiRateLimiter(dynamodb, table=tables.TENANTS.default_name)
+    first.take("acme", limit=3, now=START)
+    second.take("acme", limit=3, now=START + timedelta(milliseconds=10))  # guesses "open", finds it opened
+    first.take("acme", limit=3, now=START + timedelta(milliseconds=20))
+    assert counter(dynamodb, "acme")[tables.RATE_COUNT] == 3
+    with pytest.raises(RateLimited):
+        second.take("acme", limit=3, now=START + timedelta(milliseconds=30))

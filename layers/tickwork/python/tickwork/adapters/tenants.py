@@ -348,61 +348,89 @@ class DynamoApiRateLimiter:
     """Each tenant's API requests, counted in fixed one-second windows on one item per tenant.
 
     One conditional ``UpdateItem`` counts a request in the current window unless the window is full; the
-    first request of a new window resets the counter with a second one, conditional on the window being
-    older, so two requests opening the same window count once each. A refused request changes nothing.
+    first request of a new window resets the counter instead, conditional on the window being older, so two
+    requests opening the same window count once each. Which of the two to try first is guessed from the
+    last window this process counted in: a tenant whose requests come more than a second apart (a worker's
+    heartbeats, its long polls) opens a new window each time, in one write rather than a failed count and a
+    reset. A refused request changes nothing.
     """
 
     def __init__(self, client: DynamoDBClient, *, table: str):
         self.client = client
         self.table = table
+        self._last_window: dict[str, int] = {}
 
     def take(self, tenant_id: str, *, limit: int, now: datetime) -> None:
         """Count one request of ``tenant_id`` at ``now``, or raise :class:`RateLimited` if ``limit`` requests
         were already counted in this window."""
         window = RateWindow.at(now)
         key = to_item({tables.TENANTS_PK: tables.rate_limit_key(tenant_id)})
-        names = {"#window": tables.RATE_WINDOW, "#count": tables.RATE_COUNT}
+        opening = self._last_window.get(tenant_id, -1) < window.start
         for _ in range(_MAX_COUNTER_WRITES):
-            try:
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=key,
-                    UpdateExpression="SET #count = #count + :one",
-                    # ">=": a window opened by an API function whose clock runs a little ahead is this one.
-                    ConditionExpression="#window >= :window AND #count < :limit",
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues=to_item({":one": 1, ":window": window.start, ":limit": limit}),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                )
+            if opening:
+                if self._open(key, window):
+                    self._last_window[tenant_id] = window.start
+                    return
+                opening = False  # another request opened it: count in it
+                continue
+            counted = self._count(key, window, limit)
+            if counted is True:
+                self._last_window[tenant_id] = window.start
                 return
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
-                old_item: Any = error.response.get("Item") or {}
-                old = from_item(old_item)
-            if int(old.get(tables.RATE_WINDOW, -1)) >= window.start:
+            if counted is False:
                 break
-            try:
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=key,
-                    UpdateExpression="SET #window = :window, #count = :one, #expires = :expires",
-                    ConditionExpression="attribute_not_exists(#window) OR #window < :window",
-                    ExpressionAttributeNames={**names, "#expires": tables.TENANTS_TTL},
-                    ExpressionAttributeValues=to_item(
-                        {
-                            ":one": 1,
-                            ":window": window.start,
-                            ":expires": window.start + int(COUNTER_LIFETIME.total_seconds()),
-                        }
-                    ),
-                )
-                return
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
+            opening = True  # the stored window is an older one
         retry_after = window.retry_after(now)
         raise RateLimited(
             f"more than {limit} API requests per second; retry after {retry_after} s",
             retry_after=retry_after,
         )
+
+    def _count(self, key: dict[str, Any], window: RateWindow, limit: int) -> bool | None:
+        """Count in the stored window if it is this one and not full: True when counted, False when it is
+        full, None when the stored window is an older one (or there is none)."""
+        names = {"#window": tables.RATE_WINDOW, "#count": tables.RATE_COUNT}
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET #count = #count + :one",
+                # ">=": a window opened by an API function whose clock runs a little ahead is this one.
+                ConditionExpression="#window >= :window AND #count < :limit",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_item({":one": 1, ":window": window.start, ":limit": limit}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            old_item: Any = error.response.get("Item") or {}
+        return False if int(from_item(old_item).get(tables.RATE_WINDOW, -1)) >= window.start else None
+
+    def _open(self, key: dict[str, Any], window: RateWindow) -> bool:
+        """Start this window with this request, unless the stored window is this one (or a later one)."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET #window = :window, #count = :one, #expires = :expires",
+                ConditionExpression="attribute_not_exists(#window) OR #window < :window",
+                ExpressionAttributeNames={
+                    "#window": tables.RATE_WINDOW,
+                    "#count": tables.RATE_COUNT,
+                    "#expires": tables.TENANTS_TTL,
+                },
+                ExpressionAttributeValues=to_item(
+                    {
+                        ":one": 1,
+                        ":window": window.start,
+                        ":expires": window.start + int(COUNTER_LIFETIME.total_seconds()),
+                    }
+                ),
+            )
+            return True
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+        return False
