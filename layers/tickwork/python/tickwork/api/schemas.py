@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, JsonValue, StringConstraints
 
-from tickwork.app.service import JobDetails, Preview, TenantStats
+from tickwork.app.service import JobDetails, Preview, RunDetail, TenantStats
 from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import (
     STORED,
@@ -71,6 +71,20 @@ class RunOut(Run):
     @classmethod
     def of(cls, run: Run) -> RunOut:
         return cls.model_validate(run.model_dump())
+
+
+class RunDetailOut(RunOut):
+    """One run as ``GET /v1/runs/{run_id}`` shows it: a pool run with its last checkpoint too."""
+
+    checkpoint: JsonValue = Field(
+        None,
+        description="A pool run's last saved checkpoint (null when none was saved, or not a pool run);"
+        " shown for one run only, never in run lists",
+    )
+
+    @classmethod
+    def of_detail(cls, detail: RunDetail) -> RunDetailOut:
+        return cls.model_validate({**detail.run.model_dump(), "checkpoint": detail.checkpoint})
 
 
 class JobPage(BaseModel):

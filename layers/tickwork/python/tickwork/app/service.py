@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
+from typing import Any
 
 from ulid import ULID
 
@@ -85,6 +86,13 @@ class JobDetails:
     next_fire_at: datetime | None
     """The next fire strictly after now, for display; the stored cursor may run ahead of it."""
     last_run: Run | None = None
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    checkpoint: Any
+    """A pool run's last saved checkpoint (None: none, or not a pool run)."""
 
 
 @dataclass(frozen=True)
@@ -379,6 +387,11 @@ class JobService:
                 if run.run_id == run_id:
                     return run
             raise
+
+    def run_detail(self, tenant_id: str, run_id: str, now: datetime) -> RunDetail:
+        """The run, and a pool run's last checkpoint: one more read, for pool runs only."""
+        run = self.get_run(tenant_id, run_id, now)
+        return RunDetail(run, self.runs.checkpoint_of(run) if run.pool is not None else None)
 
     def retry_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         """A new attempt of a FAILED, DEAD or ABANDONED run, under the same run id and idempotency key."""

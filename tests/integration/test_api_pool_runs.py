@@ -1,0 +1,133 @@
+"""What operators see of pool runs through the API: one run with its progress, stage, holder, heartbeat,
+lease and checkpoint; a run asked to stop; and each pool's waiting runs in the tenant's stats."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tickwork.api.schemas import RunDetailOut, RunOut
+
+from tests.conftest import TOKENS
+from tests.support.apigw import ApiGateway
+from tests.support.pool_runs import seed_waiting
+
+ACME = TOKENS["acme"]
+
+
+def pool_job(api: ApiGateway, name: str, pool: str, token: str = ACME) -> str:
+    created = api.request(
+        "POST",
+        "/v1/jobs",
+        token=token,
+        body={
+            "name": name,
+            "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"},
+            "target": {"type": "pool", "pool": pool, "heartbeat_timeout_seconds": 30},
+        },
+    )
+    assert created.status == 201, created.body
+    job_id: str = created.body["job_id"]
+    return job_id
+
+
+def claim(api: ApiGateway, pool: str, worker_id: str = "gpu-host-1") -> dict[str, Any]:
+    claimed = api.request(
+        "POST", f"/v1/pools/{pool}/claim", token=ACME, body={"worker_id": worker_id, "wait_seconds": 0}
+    )
+    assert claimed.status == 200, claimed.body
+    [run] = claimed.body["runs"]
+    assert isinstance(run, dict)
+    return run
+
+
+def test_one_pool_run_shows_its_progress_stage_holder_heartbeat_lease_and_checkpoint(api: ApiGateway) -> None:
+    # Given a pool run claimed by gpu-host-1, which heartbeats with progress, a stage and a checkpoint
+    job_id = pool_job(api, "train", "gpu")
+    waiting = seed_waiting("acme", job_id, "gpu", waited=timedelta(seconds=30))
+    claimed = claim(api, "gpu")
+    beat = api.request(
+        "POST",
+        f"/v1/runs/{waiting.run_id}/heartbeat",
+        token=ACME,
+        body={
+            "lease_token": claimed["lease_token"],
+            "progress": 0.25,
+            "stage": "epoch 3 of 12",
+            "checkpoint": {"epoch": 3, "loss": 0.125},
+        },
+    )
+    assert beat.status == 200, beat.body
+    # When the run is read
+    shown = api.request("GET", f"/v1/runs/{waiting.run_id}", token=ACME)
+    # Then it shows all of it, and never the lease token
+    assert shown.status == 200, shown.body
+    run = shown.body
+    assert (run["status"], run["pool"], run["progress"], run["stage"]) == (
+        "RUNNING",
+        "gpu",
+        0.25,
+        "epoch 3 of 12",
+    )
+    assert run["lease_owner"] == "gpu-host-1"
+    assert run["attempts"][-1]["worker_id"] == "gpu-host-1"
+    assert run["checkpoint"] == {"epoch": 3, "loss": 0.125}
+    assert run["lease_expires_at"] == beat.body["lease_expires_at"]
+    heartbeat_at = datetime.fromisoformat(run["heartbeat_at"])
+    assert abs(datetime.now(UTC) - heartbeat_at) < timedelta(seconds=10)
+    assert datetime.fromisoformat(run["lease_deadline"]) > heartbeat_at
+    assert run["cancel_requested"] is False
+    assert "lease_token" not in run
+    RunDetailOut.model_validate(run)
+    # And the run lists leave the checkpoint out
+    listed = api.request("GET", f"/v1/jobs/{job_id}/runs", token=ACME)
+    assert listed.status == 200, listed.body
+    [item] = listed.body["items"]
+    assert item["progress"] == 0.25
+    assert "checkpoint" not in item
+    RunOut.model_validate(item)
+
+
+def test_a_run_not_in_a_pool_shows_no_checkpoint(api: ApiGateway) -> None:
+    created = api.request(
+        "POST",
+        "/v1/jobs",
+        token=ACME,
+        body={
+            "name": "hook",
+            "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"},
+            "target": {"type": "http", "url": "https://hooks.example.com/run"},
+        },
+    )
+    assert created.status == 201, created.body
+    triggered = api.request("POST", f"/v1/jobs/{created.body['job_id']}/trigger", token=ACME)
+    assert triggered.status == 202, triggered.body
+    shown = api.request("GET", f"/v1/runs/{triggered.body['run_id']}", token=ACME)
+    assert shown.status == 200, shown.body
+    assert (shown.body["pool"], shown.body["checkpoint"]) == (None, None)
+
+
+def test_a_running_pool_run_asked_to_stop_shows_it_and_its_worker_hears_it(api: ApiGateway) -> None:
+    job_id = pool_job(api, "export", "cpu")
+    waiting = seed_waiting("acme", job_id, "cpu", waited=timedelta(seconds=5))
+    claimed = claim(api, "cpu", "cpu-host-2")
+    cancelled = api.request("POST", f"/v1/runs/{waiting.run_id}/cancel", token=ACME)
+    assert cancelled.status == 200, cancelled.body
+    assert (cancelled.body["status"], cancelled.body["cancel_requested"]) == ("RUNNING", True)
+    shown = api.request("GET", f"/v1/runs/{waiting.run_id}", token=ACME)
+    assert shown.body["cancel_requested"] is True
+    beat = api.request(
+        "POST",
+        f"/v1/runs/{waiting.run_id}/heartbeat",
+        token=ACME,
+        body={"lease_token": claimed["lease_token"]},
+    )
+    assert beat.body["cancel_requested"] is True
+
+
+def test_another_tenants_pool_run_is_a_404(api: ApiGateway) -> None:
+    job_id = pool_job(api, "train", "gpu")
+    waiting = seed_waiting("acme", job_id, "gpu", waited=timedelta(seconds=5))
+    for method, path in (("GET", ""), ("POST", "/cancel")):
+        answer = api.request(method, f"/v1/runs/{waiting.run_id}{path}", token=TOKENS["globex"])
+        assert answer.status == 404, answer.body
