@@ -131,3 +131,55 @@ def test_another_tenants_pool_run_is_a_404(api: ApiGateway) -> None:
     for method, path in (("GET", ""), ("POST", "/cancel")):
         answer = api.request(method, f"/v1/runs/{waiting.run_id}{path}", token=TOKENS["globex"])
         assert answer.status == 404, answer.body
+
+
+def test_the_stats_show_each_pool_of_the_tenant_with_its_waiting_runs_and_oldest_wait(
+    api: ApiGateway,
+) -> None:
+    # Given two pools of acme: gpu with three waiting runs (one of them then claimed), cpu with one; a job
+    # moved to a third pool that has none; and globex's own gpu pool with runs of its own
+    gpu_job = pool_job(api, "train", "gpu")
+    cpu_job = pool_job(api, "export", "cpu")
+    moved = pool_job(api, "later", "cpu")
+    patched = api.request(
+        "PATCH", f"/v1/jobs/{moved}", token=ACME, body={"target": {"type": "pool", "pool": "tpu"}}
+    )
+    assert patched.status == 200, patched.body
+    now = datetime.now(UTC)
+    oldest, second, _ = (
+        seed_waiting("acme", gpu_job, "gpu", waited=timedelta(seconds=waited), now=now)
+        for waited in (300, 120, 60)
+    )
+    seed_waiting("acme", cpu_job, "cpu", waited=timedelta(seconds=45), now=now)
+    assert claim(api, "gpu")["run_id"] == oldest.run_id
+    globex_job = pool_job(api, "theirs", "gpu", token=TOKENS["globex"])
+    seed_waiting("globex", globex_job, "gpu", waited=timedelta(hours=2), now=now)
+    seed_waiting("globex", globex_job, "gpu", waited=timedelta(hours=1), now=now)
+    # When acme reads its stats
+    stats = api.request("GET", "/v1/stats", token=ACME)
+    # Then each of its pools shows, by name, with its waiting runs and how long the oldest has waited
+    assert stats.status == 200, stats.body
+    pools = {pool["pool"]: pool for pool in stats.body["pools"]}
+    assert [pool["pool"] for pool in stats.body["pools"]] == ["cpu", "gpu", "tpu"]
+    assert (pools["gpu"]["waiting"], pools["gpu"]["waiting_capped"]) == (2, False)
+    assert 120 <= pools["gpu"]["oldest_wait_seconds"] < 130
+    assert datetime.fromisoformat(pools["gpu"]["oldest_waiting_since"]) == second.scheduled_for
+    assert pools["cpu"]["waiting"] == 1
+    assert 45 <= pools["cpu"]["oldest_wait_seconds"] < 55
+    assert pools["tpu"] == {
+        "pool": "tpu",
+        "waiting": 0,
+        "waiting_capped": False,
+        "oldest_waiting_since": None,
+        "oldest_wait_seconds": None,
+    }
+    # And globex sees its own gpu pool only
+    theirs = api.request("GET", "/v1/stats", token=TOKENS["globex"]).body["pools"]
+    assert [(pool["pool"], pool["waiting"]) for pool in theirs] == [("gpu", 2)]
+    assert theirs[0]["oldest_wait_seconds"] >= 7200
+
+
+def test_a_tenant_without_pool_jobs_has_no_pools_in_its_stats(api: ApiGateway) -> None:
+    stats = api.request("GET", "/v1/stats", token=ACME)
+    assert stats.status == 200, stats.body
+    assert stats.body["pools"] == []

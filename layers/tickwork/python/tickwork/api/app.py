@@ -597,7 +597,8 @@ def build_app(
 
     @app.get("/v1/stats", summary="The tenant's health", responses=_responses(StatsOut))
     def stats() -> StatsOut:
-        return StatsOut.of(get_runtime().service.stats(tenant(), now()))
+        at = now()
+        return StatsOut.of(get_runtime().service.stats(tenant(), at), at)
 
     @app.get(
         HEALTH_PATH, summary="Liveness (no authentication)", responses=_responses(HealthOut, public=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
@@ -40,6 +40,7 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.patch import merge_patch
+from tickwork.domain.pools import PoolBacklog, pool_target_of
 from tickwork.domain.run_index import chunks_below, read_index
 from tickwork.domain.run_listing import Position, RunFilter, decode_cursor, encode_cursor, merge
 from tickwork.domain.schedule import (
@@ -61,6 +62,8 @@ from tickwork.targets.registry import kind_of
 # A one-time job may name a time this far in the past (clock skew, a slow client) and still be accepted.
 ONCE_PAST_TOLERANCE = timedelta(seconds=60)
 STATS_WINDOW = timedelta(hours=1)
+# The stats count each pool's waiting runs up to this many ("1000+" beyond).
+STATS_POOL_CAP = 1000
 # The stats route reads at most this many recent runs in all (``sampled_runs`` says how many it read).
 STATS_SAMPLE = 10_000
 # Run summaries the stats route reads from the run index at most (a run may have several, one per write).
@@ -103,6 +106,7 @@ class TenantStats:
     queue_depth: int
     sampled_runs: int
     window_seconds: int = int(STATS_WINDOW.total_seconds())
+    pools: list[PoolBacklog] = field(default_factory=list)
 
 
 class JobService:
@@ -204,6 +208,10 @@ class JobService:
                 update={"next_fire_at": first_fire(updated, now), "last_fire_at": None}
             )
         previous_name = job.name if spec.name != job.name else None
+        new_pool, old_pool = pool_target_of(updated), pool_target_of(job)
+        if new_pool is not None and (old_pool is None or old_pool.pool != new_pool.pool):
+            # Before the job names it: a crash between leaves a pool named by no job, never one unknown.
+            self.jobs.note_pool(tenant_id, new_pool.pool)
         if reopening:
             # A completed job given a schedule that fires again (a new `at`, a later `end_at`) is ACTIVE
             # again.
@@ -450,7 +458,10 @@ class JobService:
         """Jobs by status; the runs scheduled in the last hour, by status, with their trigger lag, from the
         run index (the newest ``STATS_SAMPLE`` of them at most); and the queue depth: those runs still waiting
         to start (sent, held back, or between attempts). Fires the planner sent ahead of their time are the
-        schedule, not a backlog, and are not counted: counting them would read every job of the tenant."""
+        schedule, not a backlog, and are not counted: counting them would read every job of the tenant.
+
+        And each pool the tenant's jobs have named: its runs waiting for a claim (counted up to
+        ``STATS_POOL_CAP``) and how long the oldest has waited, two queries of the pool index per pool."""
         job_counts = self.jobs.count_by_status(tenant_id)
         window = RunFilter(since=now - STATS_WINDOW)
         chunks = self.index.chunks(tenant_id, below_ms=None, since_ms=to_epoch_ms(now - STATS_WINDOW))
@@ -463,6 +474,10 @@ class JobService:
             lag_ms={"p50": percentile(lags, 50), "p95": percentile(lags, 95), "p99": percentile(lags, 99)},
             queue_depth=sum(1 for sample in samples if sample.status in WAITING),
             sampled_runs=len(samples),
+            pools=[
+                self.runs.pool_backlog(tenant_id, pool, now=now, cap=STATS_POOL_CAP)
+                for pool in self.jobs.pools(tenant_id)
+            ],
         )
 
     # --- internals ----------------------------------------------------------------------------------------
