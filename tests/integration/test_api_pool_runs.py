@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tickwork import tables
+from tickwork.adapters.dynamo import to_item
 from tickwork.api.schemas import RunDetailOut, RunOut
 
 from tests.conftest import TOKENS
@@ -183,3 +185,22 @@ def test_a_tenant_without_pool_jobs_has_no_pools_in_its_stats(api: ApiGateway) -
     stats = api.request("GET", "/v1/stats", token=ACME)
     assert stats.status == 200, stats.body
     assert stats.body["pools"] == []
+
+
+def test_a_pool_job_from_before_the_tenants_pools_were_kept_joins_them_at_its_next_update(
+    api: ApiGateway, dynamodb: Any
+) -> None:
+    # Given a pool job whose pool the tenant's item does not name (the job was created before it kept them)
+    job_id = pool_job(api, "old", "legacy")
+    dynamodb.update_item(
+        TableName=tables.TENANTS.default_name,
+        Key=to_item({tables.TENANTS_PK: tables.tenant_key("acme")}),
+        UpdateExpression="REMOVE #pools",
+        ExpressionAttributeNames={"#pools": tables.TENANT_POOLS},
+    )
+    assert api.request("GET", "/v1/stats", token=ACME).body["pools"] == []
+    # When the job is updated, whatever the change
+    patched = api.request("PATCH", f"/v1/jobs/{job_id}", token=ACME, body={"description": "nightly"})
+    assert patched.status == 200, patched.body
+    # Then its pool shows in the stats
+    assert [pool["pool"] for pool in api.request("GET", "/v1/stats", token=ACME).body["pools"]] == ["legacy"]

@@ -208,10 +208,12 @@ class JobService:
                 update={"next_fire_at": first_fire(updated, now), "last_fire_at": None}
             )
         previous_name = job.name if spec.name != job.name else None
-        new_pool, old_pool = pool_target_of(updated), pool_target_of(job)
-        if new_pool is not None and (old_pool is None or old_pool.pool != new_pool.pool):
-            # Before the job names it: a crash between leaves a pool named by no job, never one unknown.
-            self.jobs.note_pool(tenant_id, new_pool.pool)
+        pool = pool_target_of(updated)
+        if pool is not None:
+            # Before the job is saved: a crash between leaves a pool named by no job, never one unknown. Every
+            # update of a pool job notes its pool (one small write), so a pool job from before the tenant's
+            # pools were kept joins them at its next update.
+            self.jobs.note_pool(tenant_id, pool.pool)
         if reopening:
             # A completed job given a schedule that fires again (a new `at`, a later `end_at`) is ACTIVE
             # again.
