@@ -29,6 +29,7 @@ from tickwork.api.schemas import (
     JobOut,
     JobPage,
     PreviewResponse,
+    RunDetailOut,
     RunOut,
     RunPage,
     StatsOut,
@@ -250,8 +251,9 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    def get_run(self, run_id: str) -> RunOut:
-        return _read(RunOut, self._request("GET", _path("runs", run_id)))
+    def get_run(self, run_id: str) -> RunDetailOut:
+        """The run with all its attempts, and a pool run's last checkpoint."""
+        return _read(RunDetailOut, self._request("GET", _path("runs", run_id)))
 
     def retry_run(self, run_id: str) -> RunOut:
         """A new attempt of a FAILED, DEAD or ABANDONED run. Not repeated after a 5xx or a lost answer: the

@@ -105,3 +105,26 @@ def test_checkpoints_are_kept_beside_the_run_and_fenced_on_the_attempts_token(dy
     assert runs.checkpoint_of(run) == {"step": 3}
     # Outside the job's history: listing the job's runs shows the run alone
     assert [r.run_id for r in runs.list_for_job("acme", "job-a", limit=10, cursor=None).items] == [run.run_id]
+
+
+def test_a_pools_backlog_counts_its_runs_due_by_now_up_to_a_cap_and_finds_the_oldest(dynamodb: Any) -> None:
+    runs = store(dynamodb)
+    for run in (
+        waiting("job-a", 10),
+        waiting("job-b", 20),
+        waiting("job-c", 30),
+        waiting("job-d", 90),  # handed over ahead of its time: not waiting yet
+        waiting("job-e", 5, pool="cpu"),
+        waiting("job-f", 1, tenant="globex"),
+    ):
+        assert runs.put(run, Expect.new()).ok
+    now = START + timedelta(seconds=60)
+    backlog = runs.pool_backlog("acme", "gpu", now=now, cap=10)
+    assert (backlog.waiting, backlog.capped, backlog.oldest_due) == (3, False, START + timedelta(seconds=10))
+    assert backlog.oldest_wait(now) == timedelta(seconds=50)
+    capped = runs.pool_backlog("acme", "gpu", now=now, cap=2)
+    assert (capped.waiting, capped.capped) == (2, True)
+    exact = runs.pool_backlog("acme", "gpu", now=now, cap=3)
+    assert (exact.waiting, exact.capped) == (3, False)
+    empty = runs.pool_backlog("acme", "tpu", now=now, cap=10)
+    assert (empty.waiting, empty.capped, empty.oldest_due, empty.oldest_wait(now)) == (0, False, None, None)

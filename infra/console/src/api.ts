@@ -105,10 +105,17 @@ export interface Run {
   retry_at: string | null;
   manual_retries: number;
   attempts: Attempt[];
-  // Long-running work reports these through heartbeats, where the API has them.
+  // A pool run's (its target is a pool): its worker reports progress, stage and a checkpoint through
+  // heartbeats; the lease says who holds it and until when. The checkpoint comes with one run only.
+  pool?: string | null;
   progress?: number | null;
   stage?: string | null;
   checkpoint?: unknown;
+  lease_owner?: string | null;
+  lease_expires_at?: string | null;
+  lease_deadline?: string | null;
+  heartbeat_at?: string | null;
+  cancel_requested?: boolean;
 }
 
 export interface Page<T> {
@@ -122,7 +129,16 @@ export interface Preview {
   description: string;
 }
 
+export interface PoolStats {
+  pool: string;
+  waiting: number;
+  waiting_capped: boolean;
+  oldest_waiting_since: string | null;
+  oldest_wait_seconds: number | null;
+}
+
 export interface Stats {
+  pools?: PoolStats[];
   jobs: Record<string, number>;
   runs: Record<string, number>;
   trigger_lag_ms: Record<string, number | null>;
@@ -264,6 +280,7 @@ export const api = {
     call<Page<Run>>("GET", "/v1/runs", { query }),
   run: (id: string) => call<Run>("GET", `/v1/runs/${path(id)}`),
   retry: (id: string) => call<Run>("POST", `/v1/runs/${path(id)}/retry`),
+  cancelRun: (id: string) => call<Run>("POST", `/v1/runs/${path(id)}/cancel`),
   preview: (schedule: unknown, count: number, jitterSeconds = 0) =>
     call<Preview>("POST", "/v1/schedule-preview", {
       body: { schedule, count, jitter_seconds: jitterSeconds },

@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -476,9 +476,61 @@ RUN_FIELDS = (
 )
 
 
-def show_run(output: Output, run: Mapping[str, Any]) -> None:
+# A checkpoint longer than this is cut in text output; -o json shows it whole.
+CHECKPOINT_CHARS = 300
+
+
+def relative(value: Any, now: datetime) -> str:
+    """An RFC 3339 time as ``12s ago`` or ``in 18s``, then the time itself; ``-`` for none."""
+    if not isinstance(value, str):
+        return text(value)
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return text(value)
+    seconds = round((at - now).total_seconds())
+    span = format_seconds(abs(seconds))
+    return f"{'now' if seconds == 0 else f'in {span}' if seconds > 0 else f'{span} ago'} ({clean(value)})"
+
+
+def progress_bar(value: Any, width: int = 20) -> str:
+    """``[#####...............]  25%``: a pool run's progress, 0 to 1."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return text(value)
+    share = min(max(float(value), 0.0), 1.0)
+    filled = round(share * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {share * 100:3.0f}%"
+
+
+def pool_fields(run: Mapping[str, Any], now: datetime) -> list[tuple[str, Cell]]:
+    """What a pool run shows besides any run's fields: its progress and stage, who holds its lease and since
+    when it last proved alive, when the lease lapses, whether it was asked to stop, and its checkpoint."""
+    if not run.get("pool"):
+        return []
+    running = run.get("status") == "RUNNING"
+    heartbeat = run.get("heartbeat_at")
+    checkpoint = text(run.get("checkpoint"))
+    if len(checkpoint) > CHECKPOINT_CHARS:
+        checkpoint = (
+            checkpoint[:CHECKPOINT_CHARS] + f"... ({len(checkpoint)} characters; -o json shows it all)"
+        )
+    return [
+        ("pool", text(run.get("pool"))),
+        ("progress", progress_bar(run.get("progress"))),
+        ("stage", text(run.get("stage"))),
+        ("holder", text(run.get("lease_owner")) if running else "-"),
+        ("heartbeat", relative(heartbeat, now) if heartbeat else "none yet" if running else "-"),
+        ("lease_expires", relative(run.get("lease_expires_at"), now) if running else "-"),
+        ("lease_deadline", relative(run.get("lease_deadline"), now) if running else "-"),
+        ("cancel_requested", text(run.get("cancel_requested"))),
+        ("checkpoint", checkpoint),
+    ]
+
+
+def show_run(output: Output, run: Mapping[str, Any], now: datetime | None = None) -> None:
     output.fields(
         [(key, status(run.get(key)) if key == "status" else text(run.get(key))) for key in RUN_FIELDS]
+        + pool_fields(run, now or datetime.now(UTC))
     )
     attempts = [attempt for attempt in run.get("attempts") or [] if isinstance(attempt, dict)]
     if not attempts:

@@ -1,4 +1,4 @@
-"""`tickwork runs` (list, show, retry and watch the tenant's runs) and `tickwork dead-letters`."""
+"""`tickwork runs` (list, show, cancel, retry and watch the tenant's runs) and `tickwork dead-letters`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any, get_args
 import typer
 
 from tickwork_local.cli.errors import EXIT_FAILED, CliError, UsageError, translated
-from tickwork_local.cli.jobs import as_json, show_page
+from tickwork_local.cli.jobs import as_json, confirm, show_answer, show_page
 from tickwork_local.cli.options import (
     AllOption,
     CursorOption,
     OutputOption,
     RunArgument,
     RunStatus,
+    YesOption,
     examples,
     parse_duration,
     parse_since,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(
     name="runs",
-    help="List, inspect, retry and watch runs across the tenant's jobs.",
+    help="List, inspect, cancel, retry and watch runs across the tenant's jobs.",
     no_args_is_help=True,
     epilog=examples(
         "tickwork runs list --status FAILED --status DEAD --since 1d",
@@ -175,13 +176,44 @@ def list_runs(
 )
 @command
 def get(ctx: typer.Context, run: RunArgument, output: OutputOption = None) -> None:
-    """Show one run with all its attempts."""
+    """Show one run with all its attempts.
+
+    A pool run shows its progress, stage, the worker holding its lease, its last heartbeat, when its lease
+    lapses, whether it was asked to stop, and its last checkpoint."""
     session = Session(ctx, output)
     document = as_json(session.client.get_run(run))
     if session.output.machine:
         session.output.document(document)
     else:
         show_run(session.output, document)
+
+
+@app.command(
+    "cancel",
+    epilog=examples(
+        "tickwork runs cancel '01JGZ4M8Q3V5XKQ1T7B2N6C9DE:1767225600000'",
+        "tickwork runs cancel '01JGZ4M8Q3V5XKQ1T7B2N6C9DE:1767225600000' --yes -o json",
+    ),
+)
+@command
+def cancel(ctx: typer.Context, run: RunArgument, yes: YesOption = False, output: OutputOption = None) -> None:
+    """Cancel a run.
+
+    A run that has not started is CANCELLED at once. A running one is asked to stop: its worker hears it at
+    its next heartbeat, and the run ends CANCELLED, not retried. Asks first, unless --yes; without a terminal
+    to ask on, --yes is needed."""
+    session = Session(ctx, output)
+    if not yes:
+        confirm(f"cancel run {text(run)}?")
+    cancelled = as_json(session.client.cancel_run(run))
+    if cancelled["status"] == "CANCELLED":
+        summary = f"cancelled run {text(cancelled['run_id'])}"
+    else:
+        summary = (
+            f"asked run {text(cancelled['run_id'])} to stop: it is {text(cancelled['status'])},"
+            " and its worker hears it at its next heartbeat"
+        )
+    show_answer(session.output, cancelled, summary)
 
 
 @app.command(

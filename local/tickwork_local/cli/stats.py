@@ -20,7 +20,8 @@ EPILOG = examples(
 def stats(ctx: typer.Context, output: OutputOption = None) -> None:
     """Show the tenant's health.
 
-    Jobs by status, runs by status over the last hour, trigger lag percentiles and queue depth."""
+    Jobs by status, runs by status over the last hour, trigger lag percentiles and queue depth; and each
+    pool's runs waiting for a claim, with how long the oldest has waited."""
     session = Session(ctx, output)
     document = as_json(session.client.stats())
     if session.output.machine:
@@ -45,6 +46,28 @@ def stats(ctx: typer.Context, output: OutputOption = None) -> None:
         ("queue depth", text(document.get("queue_depth"))),
     ]
     session.output.fields(pairs)
+    pools = [pool for pool in document.get("pools") or [] if isinstance(pool, dict)]
+    if pools:
+        session.output.line()
+        session.output.line("pools (runs waiting for a claim):")
+        headers = ["POOL", "WAITING", "OLDEST_WAIT", "WAITING_SINCE"]
+        session.output.table(headers, pool_rows(pools), empty="none")
+
+
+def pool_rows(pools: list[dict[str, Any]]) -> list[list[Cell]]:
+    rows: list[list[Cell]] = []
+    for pool in pools:
+        waiting = f"{text(pool.get('waiting'))}{'+' if pool.get('waiting_capped') else ''}"
+        wait = pool.get("oldest_wait_seconds")
+        rows.append(
+            [
+                text(pool.get("pool")),
+                waiting,
+                format_seconds(round(wait)) if isinstance(wait, int | float) else "-",
+                text(pool.get("oldest_waiting_since")),
+            ]
+        )
+    return rows
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,5 @@
-import { RUN_STATUSES, type Run, api } from "../api";
-import { Chart, Problem, Status } from "../components";
+import { type PoolStats, RUN_STATUSES, type Run, api } from "../api";
+import { Chart, Problem, Status, When } from "../components";
 import { milliseconds, percentile } from "../format";
 import { usePoll } from "../hooks";
 import { Link } from "../router";
@@ -70,6 +70,45 @@ function Counts({ title, counts, link }: { title: string; counts: Record<string,
   );
 }
 
+/** Each pool's runs waiting for a claim by the tenant's workers, and how long the oldest has waited. */
+function Pools({ pools }: { pools: PoolStats[] }) {
+  if (!pools.length) return null;
+  return (
+    <section class="card" aria-label="pools">
+      <h2>Pools: runs waiting for a worker</h2>
+      <table class="list" aria-label="pools">
+        <thead>
+          <tr>
+            <th>Pool</th>
+            <th>Waiting</th>
+            <th>Oldest wait</th>
+            <th>Waiting since</th>
+          </tr>
+        </thead>
+        <tbody>
+          {pools.map((pool) => (
+            <tr key={pool.pool} data-pool={pool.pool}>
+              <td data-label="Pool">
+                <code>{pool.pool}</code>
+              </td>
+              <td data-label="Waiting" data-field="waiting">
+                {pool.waiting}
+                {pool.waiting_capped ? "+" : ""}
+              </td>
+              <td data-label="Oldest wait" data-field="oldest-wait">
+                {pool.oldest_wait_seconds === null ? "—" : milliseconds(Math.round(pool.oldest_wait_seconds * 1000))}
+              </td>
+              <td data-label="Waiting since" class="span">
+                <When value={pool.oldest_waiting_since} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
 /** The tenant's health: GET /v1/stats every few seconds, and the lag percentiles minute by minute. */
 export function Health() {
   const stats = usePoll(() => api.stats(), 5000, []);
@@ -111,6 +150,7 @@ export function Health() {
               link={(status) => `/runs?status=${status}&since=1h`}
             />
           </div>
+          <Pools pools={data.pools ?? []} />
         </>
       ) : null}
       <section class="card" aria-label="lag history">

@@ -3,28 +3,77 @@ import { useState } from "preact/hooks";
 
 import { FINAL, RETRYABLE, type Run as RunOut, api, jobLabels } from "../api";
 import { Confirm, Notice, Problem, Status, Timeline, When } from "../components";
-import { UTC, json, milliseconds } from "../format";
+import { UTC, json, milliseconds, relative } from "../format";
 import { usePoll, useNow } from "../hooks";
 import { Link, href } from "../router";
 
-function Progress({ run }: { run: RunOut }) {
+/** Characters of a checkpoint's JSON shown at once; a longer one opens on demand. */
+const CHECKPOINT_SHOWN = 400;
+
+function Checkpoint({ value }: { value: unknown }) {
+  const text = json(value);
+  if (text.length <= CHECKPOINT_SHOWN) return <pre class="checkpoint">{text}</pre>;
+  return (
+    <details class="checkpoint">
+      <summary>
+        <code>{text.slice(0, 80)}…</code> ({text.length} characters: show all)
+      </summary>
+      <pre>{text}</pre>
+    </details>
+  );
+}
+
+/** Its progress and stage, as its worker reports them; for a pool run also who holds its lease, its last
+ * heartbeat (relative to now), when the lease lapses, whether it was asked to stop, and its last checkpoint. */
+function Progress({ run, now, zone }: { run: RunOut; now: number; zone: string }) {
   const reported = run.progress !== undefined && run.progress !== null;
-  if (!reported && !run.stage && run.checkpoint === undefined) return null;
+  const hasCheckpoint = run.checkpoint !== undefined && run.checkpoint !== null;
+  if (!run.pool && !reported && !run.stage && !hasCheckpoint) return null;
+  const running = run.status === "RUNNING";
+  const share = Math.min(Math.max(run.progress ?? 0, 0), 1);
   return (
     <section class="card" aria-label="progress">
-      <h2>Progress</h2>
+      <h2>{run.pool ? <>Pool <code>{run.pool}</code></> : "Progress"}</h2>
       {reported ? (
-        <p>
-          <progress max={1} value={run.progress ?? 0} /> {Math.round((run.progress ?? 0) * 100)}%
-          {run.stage ? ` · ${run.stage}` : ""}
+        <p class="progress-line">
+          <progress max={1} value={share} aria-label="progress" /> <strong data-field="progress">{Math.round(share * 100)}%</strong>
+          {run.stage ? <span data-field="stage-line"> · {run.stage}</span> : null}
         </p>
       ) : run.stage ? (
         <p>{run.stage}</p>
+      ) : (
+        <p class="muted">No progress reported yet.</p>
+      )}
+      {run.pool ? (
+        <dl class="facts columns">
+          <dt>Stage</dt>
+          <dd data-field="stage">{run.stage ?? "—"}</dd>
+          <dt>Holder</dt>
+          <dd data-field="holder">{running && run.lease_owner ? <code>{run.lease_owner}</code> : "—"}</dd>
+          <dt>Heartbeat</dt>
+          <dd data-field="heartbeat" title={run.heartbeat_at ?? undefined}>
+            {run.heartbeat_at ? relative(run.heartbeat_at, now) : running ? "none yet" : "—"}
+          </dd>
+          <dt>Lease expires</dt>
+          <dd data-field="lease-expires">
+            {running && run.lease_expires_at ? (
+              <>
+                <When value={run.lease_expires_at} zone={zone} /> ({relative(run.lease_expires_at, now)})
+              </>
+            ) : (
+              "—"
+            )}
+          </dd>
+          <dt>Attempt cap</dt>
+          <dd data-field="lease-deadline">{running && run.lease_deadline ? <When value={run.lease_deadline} zone={zone} /> : "—"}</dd>
+          <dt>Cancel requested</dt>
+          <dd data-field="cancel-requested">{run.cancel_requested ? "yes: its worker hears it at its next heartbeat" : "no"}</dd>
+        </dl>
       ) : null}
-      {run.checkpoint !== undefined && run.checkpoint !== null ? (
+      {hasCheckpoint ? (
         <>
           <h3>Last checkpoint</h3>
-          <pre>{json(run.checkpoint)}</pre>
+          <Checkpoint value={run.checkpoint} />
         </>
       ) : null}
     </section>
@@ -36,6 +85,7 @@ function Progress({ run }: { run: RunOut }) {
 export function Run({ id }: { id: string }) {
   const now = useNow(1000);
   const [retrying, setRetrying] = useState(false);
+  const [cancelling, setCancelling] = useState(false);
   const [notice, setNotice] = useState<ComponentChildren>(null);
   const run = usePoll(() => api.run(id), 1500, [id]);
   // The run's job names it, and its times are shown in the job's zone.
@@ -69,6 +119,11 @@ export function Run({ id }: { id: string }) {
           {RETRYABLE.includes(data.status) ? (
             <button type="button" onClick={() => setRetrying(true)}>
               Retry
+            </button>
+          ) : null}
+          {!final && !data.cancel_requested ? (
+            <button type="button" class="danger" onClick={() => setCancelling(true)}>
+              Cancel
             </button>
           ) : null}
         </div>
@@ -121,7 +176,7 @@ export function Run({ id }: { id: string }) {
           ) : null}
         </dl>
       </section>
-      <Progress run={data} />
+      <Progress run={data} now={now} zone={zone} />
       <section class="card" aria-label="attempts">
         <h2>Attempts</h2>
         {data.attempts.length ? <Timeline run={data} now={now} zone={zone} /> : <p class="muted">No attempt has started yet.</p>}
@@ -158,6 +213,29 @@ export function Run({ id }: { id: string }) {
           </tbody>
         </table>
       </section>
+      {cancelling ? (
+        <Confirm
+          title="Cancel this run?"
+          confirm="Cancel run"
+          danger
+          onClose={() => setCancelling(false)}
+          onConfirm={async () => {
+            const answer = await api.cancelRun(data.run_id);
+            setNotice(
+              answer.status === "CANCELLED"
+                ? "The run is CANCELLED."
+                : "The run was asked to stop: its worker hears it at its next heartbeat, and it ends CANCELLED.",
+            );
+            await run.reload();
+          }}
+        >
+          <p>
+            {data.status === "RUNNING"
+              ? "Its worker is asked to stop, at its next heartbeat; the run then ends CANCELLED and is not retried. If it completes first, it is SUCCEEDED."
+              : "It has not started: it is CANCELLED now, and never runs."}
+          </p>
+        </Confirm>
+      ) : null}
       {retrying ? (
         <Confirm
           title="Retry this run?"

@@ -232,6 +232,8 @@ RATE_WINDOW = "window"
 RATE_COUNT = "count"
 # Counters of tenants idle for a day expire; the next request starts a new one.
 TENANTS_TTL = "expires_at"
+# On the tenant's item: the pools its jobs have named (a string set), kept by the job writes that name one.
+TENANT_POOLS = "pools"
 
 TENANTS = TableDefinition(
     logical_name="tenants",

@@ -65,7 +65,8 @@ class Update:
         self._remove.append(path)
         return self
 
-    def add(self, attribute: str, amount: int) -> Update:
+    def add(self, attribute: str, amount: int | frozenset[str]) -> Update:
+        """A number added to, or strings put in a string set."""
         self._add.append(f"{self.name(attribute)} {self.value(amount)}")
         return self
 

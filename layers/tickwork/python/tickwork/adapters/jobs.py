@@ -24,6 +24,7 @@ from tickwork.adapters.lanes import lane_from_item
 from tickwork.app.ports import Page
 from tickwork.domain.lanes import Lane
 from tickwork.domain.models import STORED, Job, JobStatus
+from tickwork.domain.pools import pool_target_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import InvalidInput, NameTaken, NotFound, QuotaExceeded, VersionConflict
 
@@ -98,7 +99,7 @@ class DynamoJobStore:
                 }
             },
             self._claim_name(job),
-            {"Update": self._count(job.tenant_id, +1, max_jobs=max_jobs)},
+            {"Update": self._count(job.tenant_id, +1, max_jobs=max_jobs, pool=_pool_of(job))},
         ]
         try:
             transact(self.client, items)
@@ -344,13 +345,41 @@ class DynamoJobStore:
             counts[status] = counts.get(status, 0) + 1
         return counts
 
+    def note_pool(self, tenant_id: str, pool: str) -> None:
+        """Put ``pool`` in the tenant's pools (its item's string set): one write, when a job names a pool it
+        did not name before."""
+        update = Update().add(tables.TENANT_POOLS, frozenset({pool}))
+        update.where(f"attribute_exists({update.name(tables.TENANTS_PK)})")
+        update_if(
+            self.client,
+            TableName=self.tenants_table,
+            Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            **update.expression(),
+        )
+
+    def pools(self, tenant_id: str) -> list[str]:
+        """The pools the tenant's jobs have named: one read of the tenant's item."""
+        response = self.client.get_item(
+            TableName=self.tenants_table,
+            Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            ProjectionExpression="#pools",
+            ExpressionAttributeNames={"#pools": tables.TENANT_POOLS},
+        )
+        named = response.get("Item", {}).get(tables.TENANT_POOLS, {}).get("SS", [])
+        return sorted(named)
+
     # --- helpers ------------------------------------------------------------------------------------------
     def _key(self, tenant_id: str, job_id: str) -> dict[str, Any]:
         return to_item({tables.JOBS_PK: tables.job_key(tenant_id, job_id), tables.JOBS_SK: tables.JOB_SK})
 
-    def _count(self, tenant_id: str, delta: int, *, max_jobs: int | None = None) -> dict[str, Any]:
-        """The tenant's job count: up one (within ``max_jobs``) on create, down on cancel or completion."""
+    def _count(
+        self, tenant_id: str, delta: int, *, max_jobs: int | None = None, pool: str | None = None
+    ) -> dict[str, Any]:
+        """The tenant's job count: up one (within ``max_jobs``) on create, down on cancel or completion; and
+        a new job's pool put in the tenant's pools, in the same write."""
         update = Update().add("job_count", delta)
+        if pool is not None:
+            update.add(tables.TENANT_POOLS, frozenset({pool}))
         if max_jobs is not None:
             count = update.name("job_count")
             update.where(f"attribute_exists({update.name(tables.TENANTS_PK)})")
@@ -519,3 +548,8 @@ class DynamoDueShards:
             Key=to_item({tables.TENANTS_PK: tables.SHARD_COUNT_PK}),
             **update.expression(),
         )
+
+
+def _pool_of(job: Job) -> str | None:
+    target = pool_target_of(job)
+    return target.pool if target is not None else None

@@ -25,8 +25,9 @@ from tickwork.adapters.expressions import Update
 from tickwork.app.ports import Expect, Page, Written
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Run, parse_run_id
+from tickwork.domain.pools import PoolBacklog
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
-from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms, to_rfc3339
 from tickwork.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -419,6 +420,38 @@ class DynamoRunStore:
             Limit=limit,
         )
         return [run_from_item(item) for item in response["Items"]]
+
+    def pool_backlog(self, tenant_id: str, pool: str, *, now: datetime, cap: int) -> PoolBacklog:
+        """The pool's runs due by ``now``: counted by ``Select=COUNT`` queries of its index partition that
+        stop after ``cap`` + 1 entries (a count reads the entries, a few hundred bytes each), and the oldest's
+        due time from one ``Limit=1`` query, oldest first."""
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": tables.POOL_INDEX,
+            "KeyConditionExpression": "#pool = :pool AND #at < :after_now",
+            "ExpressionAttributeNames": {"#pool": tables.POOL_KEY, "#at": tables.POOL_AT},
+            "ExpressionAttributeValues": to_item(
+                {
+                    ":pool": tables.pool_key(tenant_id, pool),
+                    # Every entry due by now sorts below the next millisecond's digits.
+                    ":after_now": f"{to_epoch_ms(now) + 1:013d}",
+                }
+            ),
+        }
+        oldest = self.client.query(**query, Limit=1, ProjectionExpression="#at")["Items"]
+        if not oldest:
+            return PoolBacklog(pool=pool, waiting=0, capped=False, oldest_due=None)
+        counted = 0
+        while counted <= cap:
+            page = self.client.query(**query, Select="COUNT", Limit=cap + 1 - counted)
+            counted += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        due_ms = int(oldest[0][tables.POOL_AT]["S"].partition("#")[0])
+        return PoolBacklog(
+            pool=pool, waiting=min(counted, cap), capped=counted > cap, oldest_due=from_epoch_ms(due_ms)
+        )
 
     def save_checkpoint(self, run: Run, checkpoint: Any) -> bool:
         """Keep ``checkpoint`` as the run's last, unless a later attempt (a higher fencing token) has saved

@@ -52,6 +52,7 @@ from tickwork.api.schemas import (
     PauseRequest,
     PreviewRequest,
     PreviewResponse,
+    RunDetailOut,
     RunOut,
     RunPage,
     StatsOut,
@@ -520,9 +521,13 @@ def build_app(
         page = get_runtime().service.list_tenant_runs(tenant(), only, limit=limit, cursor=cursor)
         return RunPage(items=[RunOut.of(run) for run in page.items], next_cursor=page.next_cursor)
 
-    @app.get("/v1/runs/<run_id>", summary="A run with all its attempts", responses=_responses(RunOut, 404))
-    def get_run(run_id: RunId) -> RunOut:
-        return RunOut.of(get_runtime().service.get_run(tenant(), run_id, now()))
+    @app.get(
+        "/v1/runs/<run_id>",
+        summary="A run with all its attempts (and a pool run's last checkpoint)",
+        responses=_responses(RunDetailOut, 404),
+    )
+    def get_run(run_id: RunId) -> RunDetailOut:
+        return RunDetailOut.of_detail(get_runtime().service.run_detail(tenant(), run_id, now()))
 
     @app.post(
         "/v1/runs/<run_id>/retry",
@@ -597,7 +602,8 @@ def build_app(
 
     @app.get("/v1/stats", summary="The tenant's health", responses=_responses(StatsOut))
     def stats() -> StatsOut:
-        return StatsOut.of(get_runtime().service.stats(tenant(), now()))
+        at = now()
+        return StatsOut.of(get_runtime().service.stats(tenant(), at), at)
 
     @app.get(
         HEALTH_PATH, summary="Liveness (no authentication)", responses=_responses(HealthOut, public=True)

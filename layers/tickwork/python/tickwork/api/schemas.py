@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, JsonValue, StringConstraints
 
-from tickwork.app.service import JobDetails, Preview, TenantStats
+from tickwork.app.service import JobDetails, Preview, RunDetail, TenantStats
 from tickwork.domain.describe import describe_schedule
 from tickwork.domain.models import (
     STORED,
@@ -22,6 +23,7 @@ from tickwork.domain.models import (
     Schedule,
     StrictModel,
 )
+from tickwork.domain.pools import PoolBacklog
 from tickwork.domain.schedule import DstNote
 
 
@@ -71,6 +73,20 @@ class RunOut(Run):
     @classmethod
     def of(cls, run: Run) -> RunOut:
         return cls.model_validate(run.model_dump())
+
+
+class RunDetailOut(RunOut):
+    """One run as ``GET /v1/runs/{run_id}`` shows it: a pool run with its last checkpoint too."""
+
+    checkpoint: JsonValue = Field(
+        None,
+        description="A pool run's last saved checkpoint (null when none was saved, or not a pool run);"
+        " shown for one run only, never in run lists",
+    )
+
+    @classmethod
+    def of_detail(cls, detail: RunDetail) -> RunDetailOut:
+        return cls.model_validate({**detail.run.model_dump(), "checkpoint": detail.checkpoint})
 
 
 class JobPage(BaseModel):
@@ -126,6 +142,31 @@ class PreviewResponse(BaseModel):
         )
 
 
+class PoolStatsOut(BaseModel):
+    """One pool's runs waiting for a worker's claim."""
+
+    pool: str
+    waiting: int = Field(description="Runs due and waiting for a claim, counted up to 1,000")
+    waiting_capped: bool = Field(description="More runs wait than `waiting` counts (shown as 1000+)")
+    oldest_waiting_since: Instant | None = Field(
+        None, description="When the oldest waiting run became due; null when none waits"
+    )
+    oldest_wait_seconds: float | None = Field(
+        None, description="How long the oldest waiting run has waited; null when none waits"
+    )
+
+    @classmethod
+    def of(cls, backlog: PoolBacklog, now: datetime) -> PoolStatsOut:
+        wait = backlog.oldest_wait(now)
+        return cls(
+            pool=backlog.pool,
+            waiting=backlog.waiting,
+            waiting_capped=backlog.capped,
+            oldest_waiting_since=backlog.oldest_due,
+            oldest_wait_seconds=round(wait.total_seconds(), 3) if wait is not None else None,
+        )
+
+
 class StatsOut(BaseModel):
     jobs: dict[str, int]
     runs: dict[str, int]
@@ -133,9 +174,13 @@ class StatsOut(BaseModel):
     queue_depth: int
     window_seconds: int
     sampled_runs: int
+    pools: list[PoolStatsOut] = Field(
+        default_factory=list,
+        description="Each pool the tenant's jobs have named, by name, with its runs waiting for a claim",
+    )
 
     @classmethod
-    def of(cls, stats: TenantStats) -> StatsOut:
+    def of(cls, stats: TenantStats, now: datetime) -> StatsOut:
         return cls(
             jobs=stats.jobs,
             runs=stats.runs,
@@ -143,6 +188,7 @@ class StatsOut(BaseModel):
             queue_depth=stats.queue_depth,
             window_seconds=stats.window_seconds,
             sampled_runs=stats.sampled_runs,
+            pools=[PoolStatsOut.of(backlog, now) for backlog in stats.pools],
         )
 
 

@@ -10,6 +10,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.pools import PoolBacklog
 from tickwork.domain.run_index import IndexChunk
 from tickwork.domain.run_listing import Position, RunFilter, Slice
 from tickwork.domain.tenants import Principal, Tenant, TenantChanges
@@ -128,6 +129,12 @@ class JobStore(Protocol):
 
     def count_by_status(self, tenant_id: str) -> dict[JobStatus, int]: ...
 
+    def note_pool(self, tenant_id: str, pool: str) -> None:
+        """Remember that a job of the tenant names ``pool`` (a job created with it is remembered already)."""
+
+    def pools(self, tenant_id: str) -> list[str]:
+        """Every pool a job of the tenant has named, in name order."""
+
 
 class DueShards(Protocol):
     """The due index's shards beyond the current count: jobs written while the count was higher."""
@@ -221,6 +228,10 @@ class RunStore(Protocol):
 
     def checkpoint_of(self, run: Run) -> Any:
         """The run's last saved checkpoint; None when there is none."""
+
+    def pool_backlog(self, tenant_id: str, pool: str, *, now: datetime, cap: int) -> PoolBacklog:
+        """The runs waiting in the tenant's pool and due by ``now``: counted up to ``cap``, and the oldest's
+        due time (possibly a moment stale)."""
 
 
 class RunIndex(Protocol):

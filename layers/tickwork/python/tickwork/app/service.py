@@ -12,9 +12,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import islice
+from typing import Any
 
 from ulid import ULID
 
@@ -39,6 +40,7 @@ from tickwork.domain.models import (
     scheduled_run_id,
 )
 from tickwork.domain.patch import merge_patch
+from tickwork.domain.pools import PoolBacklog, pool_target_of
 from tickwork.domain.run_index import chunks_below, read_index
 from tickwork.domain.run_listing import Position, RunFilter, decode_cursor, encode_cursor, merge
 from tickwork.domain.schedule import (
@@ -60,6 +62,8 @@ from tickwork.targets.registry import kind_of
 # A one-time job may name a time this far in the past (clock skew, a slow client) and still be accepted.
 ONCE_PAST_TOLERANCE = timedelta(seconds=60)
 STATS_WINDOW = timedelta(hours=1)
+# The stats count each pool's waiting runs up to this many ("1000+" beyond).
+STATS_POOL_CAP = 1000
 # The stats route reads at most this many recent runs in all (``sampled_runs`` says how many it read).
 STATS_SAMPLE = 10_000
 # Run summaries the stats route reads from the run index at most (a run may have several, one per write).
@@ -88,6 +92,13 @@ class JobDetails:
 
 
 @dataclass(frozen=True)
+class RunDetail:
+    run: Run
+    checkpoint: Any
+    """A pool run's last saved checkpoint (None: none, or not a pool run)."""
+
+
+@dataclass(frozen=True)
 class TenantStats:
     jobs: dict[str, int]
     runs: dict[str, int]
@@ -95,6 +106,7 @@ class TenantStats:
     queue_depth: int
     sampled_runs: int
     window_seconds: int = int(STATS_WINDOW.total_seconds())
+    pools: list[PoolBacklog] = field(default_factory=list)
 
 
 class JobService:
@@ -196,6 +208,12 @@ class JobService:
                 update={"next_fire_at": first_fire(updated, now), "last_fire_at": None}
             )
         previous_name = job.name if spec.name != job.name else None
+        pool = pool_target_of(updated)
+        if pool is not None:
+            # Before the job is saved: a crash between leaves a pool named by no job, never one unknown. Every
+            # update of a pool job notes its pool (one small write), so a pool job from before the tenant's
+            # pools were kept joins them at its next update.
+            self.jobs.note_pool(tenant_id, pool.pool)
         if reopening:
             # A completed job given a schedule that fires again (a new `at`, a later `end_at`) is ACTIVE
             # again.
@@ -388,6 +406,11 @@ class JobService:
         # None: a worker recorded the fire meanwhile; the run as it stands now.
         return cancelled if cancelled is not None else self.runs.get(tenant_id, run_id)
 
+    def run_detail(self, tenant_id: str, run_id: str, now: datetime) -> RunDetail:
+        """The run, and a pool run's last checkpoint: one more read, for pool runs only."""
+        run = self.get_run(tenant_id, run_id, now)
+        return RunDetail(run, self.runs.checkpoint_of(run) if run.pool is not None else None)
+
     def retry_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         """A new attempt of a FAILED, DEAD or ABANDONED run, under the same run id and idempotency key."""
         run = self.runs.get(tenant_id, run_id)
@@ -445,7 +468,10 @@ class JobService:
         """Jobs by status; the runs scheduled in the last hour, by status, with their trigger lag, from the
         run index (the newest ``STATS_SAMPLE`` of them at most); and the queue depth: those runs still waiting
         to start (sent, held back, or between attempts). Fires the planner sent ahead of their time are the
-        schedule, not a backlog, and are not counted: counting them would read every job of the tenant."""
+        schedule, not a backlog, and are not counted: counting them would read every job of the tenant.
+
+        And each pool the tenant's jobs have named: its runs waiting for a claim (counted up to
+        ``STATS_POOL_CAP``) and how long the oldest has waited, two queries of the pool index per pool."""
         job_counts = self.jobs.count_by_status(tenant_id)
         window = RunFilter(since=now - STATS_WINDOW)
         chunks = self.index.chunks(tenant_id, below_ms=None, since_ms=to_epoch_ms(now - STATS_WINDOW))
@@ -458,6 +484,10 @@ class JobService:
             lag_ms={"p50": percentile(lags, 50), "p95": percentile(lags, 95), "p99": percentile(lags, 99)},
             queue_depth=sum(1 for sample in samples if sample.status in WAITING),
             sampled_runs=len(samples),
+            pools=[
+                self.runs.pool_backlog(tenant_id, pool, now=now, cap=STATS_POOL_CAP)
+                for pool in self.jobs.pools(tenant_id)
+            ],
         )
 
     # --- internals ----------------------------------------------------------------------------------------

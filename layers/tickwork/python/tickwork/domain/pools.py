@@ -77,6 +77,21 @@ Checkpoint = Annotated[JsonValue, _sized("checkpoint", MAX_CHECKPOINT_BYTES)]
 Output = Annotated[JsonValue, _sized("output", MAX_OUTPUT_BYTES)]
 
 
+@dataclass(frozen=True)
+class PoolBacklog:
+    """A pool's runs waiting for a claim, due by now: how many (counted up to a cap) and the oldest's due
+    time."""
+
+    pool: str
+    waiting: int
+    capped: bool
+    """More runs wait than ``waiting`` counts (the count stopped at its cap)."""
+    oldest_due: datetime | None
+
+    def oldest_wait(self, now: datetime) -> timedelta | None:
+        return max(now - self.oldest_due, timedelta(0)) if self.oldest_due is not None else None
+
+
 def pool_target_of(job: Job) -> PoolTarget | None:
     """The job's pool target, if its target is a pool."""
     target: object = job.target  # the target union is made at run time, as kinds register

@@ -19,6 +19,7 @@ from tickwork.app.ports import Dispatch, Expect, Page, Written
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
+from tickwork.domain.pools import PoolBacklog, pool_target_of
 from tickwork.domain.run_index import IndexChunk, IndexEntry
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.tenants import Principal, Tenant, TenantChanges, hash_token
@@ -143,6 +144,7 @@ class FakeJobStore:
         self.jobs: dict[tuple[str, str], Job] = {}
         self.names: dict[tuple[str, str], str] = {}
         self.counts: dict[str, int] = {}
+        self.pools_named: dict[str, set[str]] = {}
         self.lock = threading.RLock()
 
     def create(self, job: Job, *, max_jobs: int) -> None:
@@ -154,6 +156,9 @@ class FakeJobStore:
             self.jobs[(job.tenant_id, job.job_id)] = job
             self.names[(job.tenant_id, job.name)] = job.job_id
             self.counts[job.tenant_id] = self.counts.get(job.tenant_id, 0) + 1
+            target = pool_target_of(job)
+            if target is not None:
+                self.pools_named.setdefault(job.tenant_id, set()).add(target.pool)
 
     def get(self, tenant_id: str, job_id: str) -> Job:
         with self.lock:
@@ -284,6 +289,14 @@ class FakeJobStore:
                 if tenant == tenant_id:
                     counts[job.status] = counts.get(job.status, 0) + 1
         return counts
+
+    def note_pool(self, tenant_id: str, pool: str) -> None:
+        with self.lock:
+            self.pools_named.setdefault(tenant_id, set()).add(pool)
+
+    def pools(self, tenant_id: str) -> list[str]:
+        with self.lock:
+            return sorted(self.pools_named.get(tenant_id, ()))
 
 
 class FakeRunStore:
@@ -420,6 +433,14 @@ class FakeRunStore:
                 key=lambda run: (run.due_at, run.run_id),
             )
         return waiting[:limit]
+
+    def pool_backlog(self, tenant_id: str, pool: str, *, now: datetime, cap: int) -> PoolBacklog:
+        due = [
+            run.due_at for run in self.waiting_in_pool(tenant_id, pool, limit=1_000_000) if run.due_at <= now
+        ]
+        return PoolBacklog(
+            pool=pool, waiting=min(len(due), cap), capped=len(due) > cap, oldest_due=min(due, default=None)
+        )
 
     def save_checkpoint(self, run: Run, checkpoint: Any) -> bool:
         with self.lock:
