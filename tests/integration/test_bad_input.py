@@ -256,6 +256,24 @@ CASES: list[Any] = [
         id="unknown-retry-jitter",
     ),
     pytest.param(
+        expect(create(concurrency_key="db", max_concurrency=0), 400, FIELD, "max_concurrency"),
+        id="max-concurrency-zero",
+    ),
+    pytest.param(
+        expect(create(concurrency_key="db", max_concurrency=1001), 400, FIELD, "max_concurrency"),
+        id="max-concurrency-over-1000",
+    ),
+    pytest.param(
+        expect(create(concurrency_key="k" * 129, max_concurrency=2), 400, FIELD, "concurrency_key"),
+        id="concurrency-key-over-128",
+    ),
+    pytest.param(
+        expect(
+            create(concurrency_key="db"), 400, FIELD, None, "concurrency_key and max_concurrency go together"
+        ),
+        id="concurrency-key-without-max",
+    ),
+    pytest.param(
         expect(create(backfill_limit=0), 400, FIELD, "backfill_limit"),
         id="backfill-limit-0",
     ),
