@@ -9,6 +9,7 @@ job's overdue fire starts a chain; a lost attempt is taken over; anything else i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from tickwork.domain.arrival import (
     WaitFirst,
     decide_arrival,
     fire_run,
+    joined_chain,
     on_full_lane,
     owed_before,
     waits_for_earlier,
@@ -120,8 +122,10 @@ def holder(lease_until: datetime, token: int = 3, run_id: str = RUN_ID) -> Holde
     )
 
 
-def lane(*holders: Holder, chain_until: datetime | None = None) -> Lane:
-    return Lane(version=3, holders={h.run_id: h for h in holders}, chain_until=chain_until)
+def lane(*holders: Holder, chain_until: datetime | None = None, chain_from: datetime | None = None) -> Lane:
+    return Lane(
+        version=3, holders={h.run_id: h for h in holders}, chain_until=chain_until, chain_from=chain_from
+    )
 
 
 def decide(
@@ -387,7 +391,7 @@ def test_fires_in_order_wait_for_the_one_before_and_backfill_starts_a_chain(
     wanted = (
         AttemptRun(candidate)
         if expected is None
-        else StartChain(candidate, expected)
+        else StartChain(candidate, expected, FIRE)
         if isinstance(expected, datetime)
         else expected
     )
@@ -492,3 +496,100 @@ def test_the_decision_is_the_same_for_the_same_inputs() -> None:
     first = decide(BACKFILL, now=hm(12, 3, 10), records={EARLIER: run(RunStatus.MISSED, EARLIER)})
     again = decide(BACKFILL, now=hm(12, 3, 10), records={EARLIER: run(RunStatus.MISSED, EARLIER)})
     assert first == again
+
+
+# --- one backfill chain per job, whatever the queue holds -----------------------------------------------
+CHAINED = lane(chain_from=hm(11, 58), chain_until=hm(12, 3))
+LATER = hm(12, 3, 10)
+STEP = message(chain_until=to_epoch_ms(hm(12, 3)))
+
+
+def ended_at(run_id: str, started: datetime) -> Run:
+    done = Attempt(attempt=1, started_at=started, finished_at=started, worker_id="w-1", outcome="succeeded")
+    return run(RunStatus.SUCCEEDED, run_id, attempts=[done])
+
+
+@pytest.mark.parametrize(
+    ("the_message", "records", "the_lane", "expected"),
+    [
+        # The fire before it ended 100 ms ago or more: its turn, whatever message carries it.
+        (STEP, {EARLIER: ended_at(EARLIER, LATER - SECOND)}, CHAINED, "run"),
+        (message(), {EARLIER: ended_at(EARLIER, LATER - SECOND)}, CHAINED, "run"),
+        # Sooner: it waits out the pace.
+        (STEP, {EARLIER: ended_at(EARLIER, LATER - timedelta(milliseconds=30))}, CHAINED, "wait"),
+        # The fire before is running: sent again shortly.
+        (STEP, {EARLIER: run(RunStatus.RUNNING, EARLIER)}, CHAINED, BEHIND_EARLIER),
+        (message(), {}, lane(holder(LATER + MINUTE, run_id=EARLIER), chain_from=hm(11, 58)), BEHIND_EARLIER),
+        # The fire before has not reached a worker: the chain reaches this one after it.
+        (STEP, {}, CHAINED, Note("covered by a backfill chain: the fire before it comes first")),
+        (message(), {}, CHAINED, Note("covered by a backfill chain: the fire before it comes first")),
+    ],
+)
+def test_a_fire_inside_the_chain_takes_its_turn(
+    the_message: RunMessage, records: dict[str, Run], the_lane: Lane, expected: object
+) -> None:
+    the_lane = the_lane.model_copy(update={"chain_until": hm(12, 3)})
+    decided = decide(BACKFILL, the_lane, None, records, the_message, LATER)
+    candidate = Candidate(fire_run(BACKFILL, key_of(RUN_ID), the_message, LATER), None, Stage.NEW)
+    step = replace(candidate, chain_until=to_epoch_ms(hm(12, 3)))
+    if expected == "run":
+        assert decided == AttemptRun(step)
+    elif expected == "wait":
+        assert isinstance(decided, WaitFirst)
+        assert decided.then == AttemptRun(step)
+        assert decided.seconds == pytest.approx(0.08)
+    else:
+        assert decided == expected
+
+
+@pytest.mark.parametrize(
+    ("the_message", "records", "expected"),
+    [
+        # The chain's first fire: its own message runs it once the schedule's fire before it has ended ...
+        (STEP, {EARLIER: ended_at(EARLIER, NOW - MINUTE)}, "run"),
+        # ... and waits for that one while it is still owed (sent before the chain, restored with the queue);
+        (STEP, {}, BEHIND_EARLIER),
+        # another message of it is covered by the chain.
+        (message(), {}, Note("covered by a backfill chain: its first message runs it")),
+    ],
+)
+def test_the_first_fire_of_a_chain_comes_after_the_fires_owed_before_it(
+    the_message: RunMessage, records: dict[str, Run], expected: object
+) -> None:
+    the_lane = lane(chain_from=FIRE, chain_until=hm(12, 3))
+    decided = decide(BACKFILL, the_lane, None, records, the_message, LATER)
+    candidate = Candidate(fire_run(BACKFILL, key_of(RUN_ID), the_message, LATER), None, Stage.NEW)
+    if expected == "run":
+        assert decided == AttemptRun(replace(candidate, chain_until=to_epoch_ms(hm(12, 3))))
+    else:
+        assert decided == expected
+
+
+def test_an_overdue_fire_before_the_chain_starts_it_earlier() -> None:
+    """A fire sent before an outage, restored with the queue, older than the planner's chain: the chain
+    starts from it, and the planner's fires join it."""
+    the_lane = lane(chain_from=hm(12, 2), chain_until=hm(12, 3))
+    records = {EARLIER: ended_at(EARLIER, NOW - MINUTE)}
+    decided = decide(BACKFILL, the_lane, None, records, message(), LATER)
+    candidate = Candidate(fire_run(BACKFILL, key_of(RUN_ID), message(), LATER), None, Stage.NEW)
+    assert decided == StartChain(candidate, hm(12, 3), FIRE)
+
+
+@pytest.mark.parametrize(
+    ("the_lane", "first", "last", "expected"),
+    [
+        (lane(), hm(12, 0), hm(12, 3), (hm(12, 0), hm(12, 3))),
+        (lane(chain_from=hm(11, 50), chain_until=hm(12, 1)), hm(12, 0), hm(12, 3), (hm(11, 50), hm(12, 3))),
+        (lane(chain_from=hm(12, 2), chain_until=hm(12, 3)), hm(12, 0), hm(12, 1), (hm(12, 0), hm(12, 3))),
+        # straight on from the lane's chain: one chain
+        (lane(chain_from=hm(11, 50), chain_until=hm(11, 59)), hm(12, 0), hm(12, 3), (hm(11, 50), hm(12, 3))),
+        # after a gap: a new chain
+        (lane(chain_from=hm(11, 50), chain_until=hm(11, 55)), hm(12, 0), hm(12, 3), (hm(12, 0), hm(12, 3))),
+        # a chain recorded without its first fire
+        (lane(chain_until=hm(12, 1)), hm(12, 0), hm(12, 3), (hm(12, 0), hm(12, 3))),
+    ],
+)
+def test_a_job_has_one_chain(
+    the_lane: Lane, first: datetime, last: datetime, expected: tuple[datetime, datetime]
+) -> None:
+    assert joined_chain(BACKFILL, the_lane, first, last) == expected

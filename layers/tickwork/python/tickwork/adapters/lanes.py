@@ -43,9 +43,12 @@ def lane_from_item(item: dict[str, Any]) -> Lane:
         )
         for run_id, entry in (values.get("holders") or {}).items()
     }
-    chain = values.get("chain_until")
+    chain, first = values.get("chain_until"), values.get("chain_from")
     return Lane(
-        version=values.get("version", 0), holders=holders, chain_until=from_epoch_ms(chain) if chain else None
+        version=values.get("version", 0),
+        holders=holders,
+        chain_until=from_epoch_ms(chain) if chain else None,
+        chain_from=from_epoch_ms(first) if first else None,
     )
 
 
@@ -95,12 +98,24 @@ class HolderItems:
         update.where(f"{entry}.{update.name('token')} = {update.value(token)}")
         return self._if(owner, part, update)
 
-    def set_chain(self, owner: str, part: str, *, seen: Lane, chain_until: datetime | None) -> Lane | None:
+    def set_chain(
+        self,
+        owner: str,
+        part: str,
+        *,
+        seen: Lane,
+        chain_until: datetime | None,
+        chain_from: datetime | None = None,
+    ) -> Lane | None:
         update = Update()
         if chain_until is None:
             update.remove("chain_until")
         else:
             update.set(chain_until=to_epoch_ms(chain_until))
+        if chain_from is None:
+            update.remove("chain_from")
+        else:
+            update.set(chain_from=to_epoch_ms(chain_from))
         return self._at_version(owner, part, seen, update)
 
     def _if(self, owner: str, part: str, update: Update) -> bool:
@@ -156,9 +171,17 @@ class DynamoLanes:
         return self.items.heartbeat(tenant_id, job_id, holder)
 
     def set_chain(
-        self, tenant_id: str, job_id: str, *, seen: Lane, chain_until: datetime | None
+        self,
+        tenant_id: str,
+        job_id: str,
+        *,
+        seen: Lane,
+        chain_until: datetime | None,
+        chain_from: datetime | None = None,
     ) -> Lane | None:
-        return self.items.set_chain(tenant_id, job_id, seen=seen, chain_until=chain_until)
+        return self.items.set_chain(
+            tenant_id, job_id, seen=seen, chain_until=chain_until, chain_from=chain_from
+        )
 
 
 class DynamoTenantSlots:

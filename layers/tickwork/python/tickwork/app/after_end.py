@@ -18,19 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.ports import Clock, DeadLetters, JobStore, RunQueue
+from tickwork.domain.arrival import BACKFILL_SPACING
 from tickwork.domain.fires import is_last_fire, next_in_chain
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Attempt, Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.observability import logger
-
-# Backfill runs at most ten fires a second per job.
-BACKFILL_SPACING = timedelta(milliseconds=100)
 
 
 @dataclass(frozen=True)

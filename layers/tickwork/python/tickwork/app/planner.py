@@ -30,6 +30,7 @@ from tickwork.app.ports import (
     RunQueue,
     RunStore,
 )
+from tickwork.domain.arrival import joined_chain
 from tickwork.domain.fires import FirePlan, due_at, plan_fires
 from tickwork.domain.models import Job, JobStatus, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
@@ -131,7 +132,7 @@ class Planner:
             try:
                 missed = self._record_unrun(job, plan, now)
                 if plan.chain is not None:
-                    self._mark_chain(job, plan.chain[1])
+                    self._mark_chain(job, *plan.chain)
             except Exception:
                 logger.exception("recording missed fires failed", extra={"job_id": job.job_id})
                 results[job.job_id] = PlanResult(next_fire_at=job.next_fire_at)
@@ -187,13 +188,17 @@ class Planner:
             logger.debug("more fires were excluded than are recorded", extra={"job_id": job.job_id})
         return missed
 
-    def _mark_chain(self, job: Job, last: datetime) -> None:
-        """The job's lane says a backfill chain runs through ``last``: messages of those fires sent before
-        (a pause's, an outage's) are covered by it rather than run out of order."""
+    def _mark_chain(self, job: Job, first: datetime, last: datetime) -> None:
+        """The job's lane says a backfill chain runs from ``first`` through ``last`` (joined to the chain it
+        records, when they meet): messages of those fires sent before (a pause's, an outage's) are covered
+        by it, or take their turn in it, rather than run out of order."""
         for _ in range(5):
             _, lane = self.jobs.get_with_lane(job.tenant_id, job.job_id)
-            until = max(last, lane.chain_until) if lane.chain_until else last
-            if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=until) is None:
+            start, until = joined_chain(job, lane, first, last)
+            changed = self.lanes.set_chain(
+                job.tenant_id, job.job_id, seen=lane, chain_until=until, chain_from=start
+            )
+            if changed is None:
                 return
 
     def _dispatches(self, job: Job, plan: FirePlan, now: datetime) -> list[Dispatch]:

@@ -160,9 +160,16 @@ class Lanes(Protocol):
         """Push the holder's lease to ``holder.lease_until`` while it still holds the lane with its token."""
 
     def set_chain(
-        self, tenant_id: str, job_id: str, *, seen: Lane, chain_until: datetime | None
+        self,
+        tenant_id: str,
+        job_id: str,
+        *,
+        seen: Lane,
+        chain_until: datetime | None,
+        chain_from: datetime | None = None,
     ) -> Lane | None:
-        """Set (or clear) the lane's backfill chain if it is still at ``seen.version``; as :meth:`claim`."""
+        """Set (or clear) the lane's backfill chain, its last fire and its first, if it is still at
+        ``seen.version``; as :meth:`claim`."""
 
 
 class TenantSlots(Protocol):

@@ -64,9 +64,17 @@ from tickwork.domain.arrival import (
     on_full_lane,
     owed_before,
 )
-from tickwork.domain.fires import jitter_of
+from tickwork.domain.fires import jitter_of, next_in_chain
 from tickwork.domain.lanes import Lane, capacity
-from tickwork.domain.models import Job, Run, RunKey, RunMessage, RunStatus, parse_run_id
+from tickwork.domain.models import (
+    Job,
+    Run,
+    RunKey,
+    RunMessage,
+    RunStatus,
+    parse_run_id,
+    scheduled_run_id,
+)
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
@@ -207,6 +215,9 @@ class Worker:
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
                 continue
+            if isinstance(decision, WaitFirst):
+                # The attempt starts after the wait: its start, and a backfill chain's pace, count from then.
+                now = self.clock()
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
             start = self.claims.reserve_start(job, verdict.run, now) if message.start_at is None else None
@@ -265,8 +276,7 @@ class Worker:
         match decision:
             case Duplicate(run):
                 # What the first delivery may have left undone when it died after its write.
-                chain = ChainStep(message.chain_until, None) if message.chain_until is not None else None
-                self.after_end(Ended(job, run, chain=chain))
+                self.after_end(Ended(job, run, chain=self._chain_left(job, lane, run, message)))
                 self.metrics.count("DuplicateDeliveriesAbsorbed")
                 return f"duplicate: the run is {run.status.value}"
             case LookAgain(delay):
@@ -290,8 +300,11 @@ class Worker:
                 self.metrics.count("RunsHeldBack")
                 self.queue.send_later(message, HOLD_SECONDS)
                 return text
-            case StartChain(candidate, until):
-                if self.lanes.set_chain(job.tenant_id, job.job_id, seen=lane, chain_until=until) is not None:
+            case StartChain(candidate, until, first):
+                changed = self.lanes.set_chain(
+                    job.tenant_id, job.job_id, seen=lane, chain_until=until, chain_from=first
+                )
+                if changed is not None:
                     self.queue.send_later(message, HOLD_SECONDS)
                     return "contended: sent again"
                 return replace(candidate, chain_until=to_epoch_ms(until))
@@ -300,6 +313,19 @@ class Worker:
                 return RACED if taken_over is None else taken_over
             case AttemptRun(candidate):
                 return candidate
+
+    def _chain_left(self, job: Job, lane: Lane, run: Run, message: RunMessage) -> ChainStep | None:
+        """A duplicate delivery of a backfill chain's step: the chain goes on from it only if its next fire
+        has not been reached (the first delivery died before sending it), so a second message of a step does
+        not start a second sequence of the chain's fires. Read only for such duplicates."""
+        if message.chain_until is None:
+            return None
+        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
+        if following is not None:
+            next_id = scheduled_run_id(job.job_id, following)
+            if next_id in lane.holders or self.runs.find_many(job.tenant_id, job.job_id, [next_id]):
+                return None
+        return ChainStep(message.chain_until, None)
 
     # --- ends without an attempt ------------------------------------------------------------------------
     def _end_unrun(

@@ -9,12 +9,13 @@ writes), and claims the lease when the decision is to attempt the run.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from tickwork.domain.fires import (
     Arrival,
+    first_fire_anchor,
     is_fire_of,
     is_superseded,
     jitter_of,
@@ -33,13 +34,18 @@ from tickwork.domain.models import (
     RunStatus,
     scheduled_run_id,
 )
-from tickwork.domain.schedule import exclusion_of
-from tickwork.domain.timeutil import from_epoch_ms
+from tickwork.domain.schedule import exclusion_of, next_fire_time
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 
 # Sleep at most this long before a run's time; a message that early goes back to the queue for the rest.
 MAX_EARLY_WAIT = timedelta(seconds=3)
 # SQS's longest delay: a retry due later waits in the run item, for the sweeper.
 MAX_DELAY_SECONDS = 900
+# Backfill runs at most ten fires a second per job: a chain's fire starts this long after the one before.
+BACKFILL_SPACING = timedelta(milliseconds=100)
+# A start is taken before its claim's write, and the call follows that write a few milliseconds later, more
+# or less: a fire waits this much longer, so the calls themselves, not only the starts, stay ten a second.
+PACING_SLACK = timedelta(milliseconds=10)
 
 
 class Stage(StrEnum):
@@ -126,10 +132,12 @@ class HoldBack:
 
 @dataclass(frozen=True)
 class StartChain:
-    """A backfill job's overdue fire starts a chain that runs every fire up to ``until``, oldest first."""
+    """A backfill job's overdue fire starts a chain that runs every fire up to ``until``, oldest first. The
+    lane records the chain from ``first`` (this fire, or the first of a chain it joins) to ``until``."""
 
     candidate: Candidate
     until: datetime
+    first: datetime
 
 
 @dataclass(frozen=True)
@@ -244,20 +252,32 @@ def _decide_candidate(
             return EndUnrun(candidate, RunStatus.SKIPPED, excluded)
         if not is_fire_of(job, fired):
             return EndUnrun(candidate, RunStatus.CANCELLED, "schedule_changed")
+        if job.misfire_policy == "backfill" and in_chain(lane, fired):
+            return _chain_turn(job, lane, candidate, records, message, key, now)
         if message.chain_until is None:
-            if lane.chain_until is not None and fired <= lane.chain_until:
+            if lane.chain_until is not None and fired <= lane.chain_until and lane.chain_from is None:
                 return Note("covered by a backfill chain")
             arrival = on_arrival(job, fired, now)
             if arrival is not Arrival.RUN:
                 return EndUnrun(candidate, RunStatus.MISSED, arrival.value, hand_on=True)
             if job.misfire_policy == "backfill" and is_superseded(job, fired, now):
-                # The oldest owed overdue fire starts a chain through every fire due by now; the messages of
-                # the others, arriving meanwhile, are covered by it.
+                # The oldest owed overdue fire starts a chain through every fire due by now (joining the
+                # lane's chain when they meet); the messages of the others are covered by it.
                 if waits_for_earlier(job, key, message, lane, records):
                     return BEHIND_EARLIER
-                return StartChain(candidate, latest_fire_until(job, fired, now))
+                first, until = joined_chain(job, lane, fired, latest_fire_until(job, fired, now))
+                start = StartChain(candidate, until, first)
+                before = owed_before(job, key, message, lane)
+                previous = records.get(before) if before is not None else None
+                if previous is not None and not attempt_ended(previous):
+                    return BEHIND_EARLIER
+                return _paced_after(previous, start, now)
             if waits_for_earlier(job, key, message, lane, records):
                 return BEHIND_EARLIER
+            if job.misfire_policy == "backfill":
+                # The first fire after a chain keeps the chain's pace (the fire before it was read anyway).
+                before = owed_before(job, key, message, lane)
+                return _paced_after(records.get(before) if before else None, AttemptRun(candidate), now)
     if candidate.stage is Stage.LOST:
         return TakeOver(candidate)
     return AttemptRun(candidate)
@@ -271,14 +291,94 @@ def on_full_lane(job: Job, candidate: Candidate, message: RunMessage) -> EndUnru
     return LANE_FULL
 
 
+def _chain_turn(
+    job: Job,
+    lane: Lane,
+    candidate: Candidate,
+    records: dict[str, Run],
+    message: RunMessage,
+    key: RunKey,
+    now: datetime,
+) -> Decision:
+    """A fire inside the lane's backfill chain, whatever message carries it (a step of the chain, a fire sent
+    before an outage and restored with the queue, the start of a second chain that joined it): it runs once
+    the chain's fire before it has ended, and not sooner than ``BACKFILL_SPACING`` after that one started,
+    so the chain's fires run one at a time, oldest first, at most ten a second. A message that comes before
+    its turn is dropped when the fire before has not reached a worker yet (the chain reaches this fire once
+    that one ends), and sent again when that one is running."""
+    assert lane.chain_until is not None
+    assert lane.chain_from is not None
+    until = to_epoch_ms(lane.chain_until)
+    step = replace(candidate, chain_until=max(until, message.chain_until or until))
+    fired = candidate.run.scheduled_for
+    first = fired <= lane.chain_from
+    if first and message.chain_until is None:
+        return Note("covered by a backfill chain: its first message runs it")
+    before = owed_before(job, key, message, lane)
+    if before is None:
+        return AttemptRun(step)
+    previous = records.get(before)
+    if previous is not None and attempt_ended(previous):
+        return _paced_after(previous, AttemptRun(step), now)
+    if previous is not None or before in lane.holders or first:
+        # The chain's first fire waits for the fire before it, sent before the chain was (a fire of the
+        # outage restored with the queue): that one may start the chain earlier, and this one joins it.
+        return BEHIND_EARLIER
+    return Note("covered by a backfill chain: the fire before it comes first")
+
+
+def _paced_after(previous: Run | None, then: Decision, now: datetime) -> Decision:
+    """``then``, once ``BACKFILL_SPACING`` has passed since the previous fire's last attempt started."""
+    started = previous.attempts[-1].started_at if previous is not None and previous.attempts else None
+    if started is None:
+        return then
+    turn = started + BACKFILL_SPACING + PACING_SLACK
+    return WaitFirst((turn - now).total_seconds(), then) if now < turn else then
+
+
+def attempt_ended(run: Run) -> bool:
+    """The run's attempt is over (it ended, or waits for a retry): a backfill chain goes on past it."""
+    return run.status in TERMINAL or run.status is RunStatus.RETRY_WAIT
+
+
+def in_chain(lane: Lane, fired: datetime) -> bool:
+    """The fire lies within the backfill chain the lane records (from its first fire to its last)."""
+    return (
+        lane.chain_from is not None
+        and lane.chain_until is not None
+        and lane.chain_from <= fired <= lane.chain_until
+    )
+
+
+def joined_chain(job: Job, lane: Lane, first: datetime, last: datetime) -> tuple[datetime, datetime]:
+    """The chain the lane records once a chain of the fires ``first`` to ``last`` is added to it. A job has
+    one chain: one that overlaps the lane's, or follows straight on from it, joins it (its fires then run in
+    the same sequence, oldest first); one after a gap replaces it."""
+    if lane.chain_until is None or lane.chain_from is None:
+        return first, last
+    following = next_fire_time(job.schedule, lane.chain_until, anchor=first_fire_anchor(job))
+    if following is not None and first > following:
+        return first, last
+    return min(first, lane.chain_from), max(last, lane.chain_until)
+
+
 def owed_before(job: Job, key: RunKey, message: RunMessage, lane: Lane) -> str | None:
     """For the fire of a job that takes its fires in order (overlap `queue`, misfire `backfill`): the run id
-    of the fire before it, which must be dealt with first. The first fire after a change (a resume, an
-    update) comes after the last fire of a backfill chain the change started."""
-    ordered = job.overlap_policy == "queue" or job.misfire_policy == "backfill"
-    if not ordered or key.fire_ms is None or message.chain_until is not None:
+    of the fire before it, which must be dealt with first. Inside a backfill chain, it is the chain's fire
+    before it, whatever the message. The first fire after a change (a resume, an update) comes after the
+    last fire of a backfill chain the change started."""
+    if key.fire_ms is None:
         return None
     fire = from_epoch_ms(key.fire_ms)
+    if job.misfire_policy == "backfill" and in_chain(lane, fire):
+        assert lane.chain_from is not None
+        # Inside the chain, the chain's fire before; its first fire comes after the schedule's fire before it.
+        since = lane.chain_from if fire > lane.chain_from else job.updated_at
+        chained = previous_fire(job, fire, since=since)
+        return scheduled_run_id(job.job_id, chained) if chained is not None else None
+    ordered = job.overlap_policy == "queue" or job.misfire_policy == "backfill"
+    if not ordered or message.chain_until is not None:
+        return None
     earlier = previous_fire(job, fire, since=job.updated_at)
     if earlier is None and lane.chain_until is not None and lane.chain_until < fire:
         earlier = lane.chain_until

@@ -43,6 +43,9 @@ class Lane(StrictModel):
     """By run id."""
     chain_until: Instant | None = None
     """A backfill chain (or a queue's backlog of a backfill job) is running fires up to this one."""
+    chain_from: Instant | None = None
+    """The chain's first fire: every fire from it to ``chain_until`` runs in the chain, in order (None: a
+    chain recorded without it, taken to cover every fire up to ``chain_until``)."""
 
 
 def capacity(job: Job) -> int | None:

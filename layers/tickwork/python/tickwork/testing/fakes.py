@@ -71,7 +71,13 @@ class FakeLanes:
             return True
 
     def set_chain(
-        self, tenant_id: str, job_id: str, *, seen: Lane, chain_until: datetime | None
+        self,
+        tenant_id: str,
+        job_id: str,
+        *,
+        seen: Lane,
+        chain_until: datetime | None,
+        chain_from: datetime | None = None,
     ) -> Lane | None:
         with self.lock:
             self.writes += 1
@@ -79,7 +85,7 @@ class FakeLanes:
             if current.version != seen.version:
                 return current
             self.lanes[(tenant_id, job_id)] = current.model_copy(
-                update={"version": current.version + 1, "chain_until": chain_until}
+                update={"version": current.version + 1, "chain_until": chain_until, "chain_from": chain_from}
             )
             return None
 
