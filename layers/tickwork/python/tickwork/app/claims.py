@@ -154,6 +154,11 @@ class Claims:
             shard = (first + offset) % len(shards)
             for _ in range(CLAIM_TRIES):
                 slots = self.slots.get(group, shard)
+                mine = slots.holders.get(run.run_id)
+                if mine is not None and mine.lease_until > now:
+                    # Another delivery of this run holds a place: taking it over would let that delivery's
+                    # give-back (when it loses the run) free the place the attempt still runs in.
+                    return None
                 live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
                 if len(live) >= shards[shard]:
                     break
