@@ -2,6 +2,7 @@
 
     python -m bench                          # all sections
     python -m bench --only lag,planner_scale # some of them (names as in SECTIONS, without "bench.")
+    python -m bench --only fairness,throttle # sections run only when named (ON_REQUEST)
 
 Each section is a module of this package with ``section() -> str``, a markdown section that starts with a
 ``## `` heading and gives the command that reproduces it. With ``--only``, the chosen sections replace
@@ -31,6 +32,11 @@ SECTIONS = (
     "bench.simulate",
     "bench.schedule_preview",
     "bench.run_listing",
+)
+# Sections that take several minutes: run only when named with --only, and kept in the document otherwise.
+ON_REQUEST = (
+    "bench.fairness",
+    "bench.throttle",
 )
 
 HEADER = """# Benchmarks
@@ -69,7 +75,7 @@ def stored_sections(document: str) -> dict[str, tuple[str, str]]:
 
 def compose(machine_line: str, sections: dict[str, tuple[str, str]]) -> str:
     """The whole document, sections in the order of SECTIONS."""
-    ordered = [name for name in SECTIONS if name in sections]
+    ordered = [name for name in SECTIONS + ON_REQUEST if name in sections]
     header = HEADER.format(
         machine=machine_line,
         sections=", ".join(f"`{name.removeprefix('bench.')}` {sections[name][0]}" for name in ordered),
@@ -82,10 +88,11 @@ def names(only: str | None) -> list[str]:
     if not only:
         return list(SECTIONS)
     wanted = [f"bench.{name.strip().removeprefix('bench.')}" for name in only.split(",") if name.strip()]
-    unknown = [name for name in wanted if name not in SECTIONS]
+    known = SECTIONS + ON_REQUEST
+    unknown = [name for name in wanted if name not in known]
     if unknown:
-        raise SystemExit(f"unknown section(s): {', '.join(unknown)}; known: {', '.join(SECTIONS)}")
-    return [name for name in SECTIONS if name in wanted]
+        raise SystemExit(f"unknown section(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return [name for name in known if name in wanted]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         raise SystemExit(f"missing benchmark module(s): {', '.join(missing)}; use --only to skip them")
     output = Path(args.output)
-    # A partial run keeps the sections it does not run; a full run starts afresh.
-    sections = stored_sections(output.read_text()) if args.only and output.exists() else {}
+    # A partial run keeps the sections it does not run; a full run starts afresh but for the sections run
+    # only on request.
+    stored = stored_sections(output.read_text()) if output.exists() else {}
+    sections = stored if args.only else {name: stored[name] for name in ON_REQUEST if name in stored}
     for name in chosen:
         started = time.perf_counter()
         print(f"{name} ...", file=sys.stderr, flush=True)
