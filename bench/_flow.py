@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import textwrap
 import threading
 import time
 import urllib.error
@@ -22,6 +23,12 @@ from bench._common import percentile
 
 CLIENTS = 8
 WORKERS = 4
+WIDTH = 105
+
+
+def paragraph(text: str) -> str:
+    """A paragraph of a section, wrapped."""
+    return textwrap.fill(text, width=WIDTH, break_long_words=False, break_on_hyphens=False)
 
 
 # --- arrivals and what they add up to ---------------------------------------------------------------------

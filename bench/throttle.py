@@ -32,6 +32,7 @@ from bench._flow import (
     create_jobs,
     local_stack,
     one_time,
+    paragraph,
     scheduled_ids,
     tally,
     wait_for,
@@ -204,47 +205,66 @@ def markdown(trials: list[Trial], command: str) -> str:
               "messages received")  # fmt: skip
     dropped = sum(t.result.lost + t.result.duplicates + t.result.early for t in trials)
     met = all(t.first_second <= BURST for t in trials) and abs(steady - RATE) <= 1 and dropped == 0
-    capacity = BURST - RATE + 1
-    ideal = (jobs - capacity) / RATE
     return "\n".join(
         [
             "## Flow control (issue 30): a tenant's throttle",
             "",
             f"Command: `{command}`",
             "",
-            "The local stack in process, as in the section above, with one tenant at",
-            f"`max_runs_per_second={RATE}` and `burst={BURST}` (`TICKWORK_LOCAL_TENANTS`), its API rate"
-            f" raised for the creates. It creates {jobs} one-time jobs all due in the same second T",
-            "through `POST /v1/jobs` from 8 clients, all accepted before T. A start is a call at the",
-            "loopback receiver; starts are counted per second from T. A run over the throttle reserves",
-            "its start (GCRA) and its message is sent again for the second after it; messages received",
-            "counts every receive of the tenant's messages by the pollers.",
+            paragraph(
+                "The local stack in process, as in the section above, with one tenant at"
+                f" `max_runs_per_second={RATE}` and `burst={BURST}` (`TICKWORK_LOCAL_TENANTS`), its API"
+                f" rate raised for the creates. It creates {jobs} one-time jobs all due in the same second T"
+                " through `POST /v1/jobs` from 8 clients, all accepted before T"
+                + ("" if all(t.accepted_before_due for t in trials) else " (but in one trial)")
+                + ". A start is a call at the loopback receiver; starts are counted per second from T. A"
+                " run over the throttle reserves its start (GCRA) and its message is sent again for the"
+                " second after it; messages received counts every receive of the tenant's messages by the"
+                " pollers."
+            ),
             "",
             table(header, rows),
             "",
             f"Per second from T, trial 1: {', '.join(str(count) for count in trials[0].counts)}.",
             "",
-            f"Goal: at most {BURST} starts in the first second, about {RATE} a second after, none"
-            f" dropped: {'met' if met else 'not met'} ({first:.0f} in the first second, median of"
-            f" {len(trials)}; {steady:.0f} a second after; at most {most} in any one-second window;"
-            f" lost, duplicate and early starts in all trials: {dropped}).",
-            "",
-            f"The first second holds {capacity} starts, not up to {BURST}: the throttle lets"
-            f" `burst - rate + 1 = {capacity}` start at once",
-            f"and reserves the next at one every {1000 // RATE} ms (T+0.1 s, T+0.2 s, ...), but a"
-            " reserved start is sent again",
-            "with a whole-second `DelaySeconds` rounded up (`ceil(start - now)`, in the worker's",
-            "`handle`), so the runs that reserved T+0.1 .. T+0.9 s start at T+1 s, and every later",
-            "one in the second after its reservation. Nothing exceeds the burst and the pace is the",
-            f"rate, but the burst above the first {capacity} is not used, and each run over it starts up to a"
-            " second after its",
-            f"reservation: the last at T+{median(t.last_start_seconds for t in trials):.1f} s (median)"
-            f" against its reserved T+{ideal:.1f} s.",
-            "Sending it again with the delay rounded down would start each run at its reservation (the",
-            "worker already sleeps out what is left of a reserved start on arrival), at the price of that",
-            "sleep, under a second a throttled run, in the worker; that is a change to the worker, not to",
-            "the local stack, and is left as it is here.",
+            paragraph(
+                f"Goal: at most {BURST} starts in the first second, about {RATE} a second after, none"
+                f" dropped: {'met' if met else 'not met'} ({first:.0f} in the first second, median of"
+                f" {len(trials)}; {steady:.0f} a second after; lost, duplicate and early starts in all"
+                f" trials: {dropped})."
+            ),
+            *(_rounding(trials, first, most) if first < BURST else ()),
         ]
+    )
+
+
+def _rounding(trials: list[Trial], first: float, most: int) -> tuple[str, ...]:
+    """Why the first second holds fewer starts than the burst: the throttled runs' whole-second delays."""
+    capacity = BURST - RATE + 1
+    ideal = (trials[0].result.expected - capacity) / RATE
+    return (
+        "",
+        paragraph(
+            f"The first second holds {first:.0f} starts, not up to {BURST}: the throttle lets"
+            f" `burst - rate + 1 = {capacity}` start at once and reserves the next at one every"
+            f" {1000 // RATE} ms (T+0.1 s, T+0.2 s, ...), but a reserved start is sent again with a"
+            " whole-second `DelaySeconds` rounded up (`ceil(start - now)`, in the worker's `handle`), so"
+            " the runs that reserved T+0.1 .. T+0.9 s start at T+1 s, and every later one in the second"
+            " after its reservation. Nothing exceeds the burst and the pace is the rate, but the burst"
+            f" above the first {capacity} is not used, and each run over it starts up to a second after"
+            f" its reservation: the last at T+{median(t.last_start_seconds for t in trials):.1f} s"
+            f" (median) against its reserved T+{ideal:.1f} s. The same rounding brings each second's"
+            " runs back together, within a fraction of a second of its start, rather than one every"
+            f" {1000 // RATE} ms: a window of one second that straddles two such bunches holds the most"
+            f" starts, {most} here."
+        ),
+        "",
+        paragraph(
+            "Sending it again with the delay rounded down would start each run at its reservation (the"
+            " worker already sleeps out what is left of a reserved start on arrival), at the price of"
+            " that sleep, under a second a throttled run, in the worker; that is a change to the worker,"
+            " not to the local stack, and is left as it is here."
+        ),
     )
 
 

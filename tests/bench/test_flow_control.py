@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench._flow import Arrival, tally, waits
-from bench.fairness import allowed_p99, faults, quiet_fires
+from bench._flow import Arrival, Wait, tally, waits
+from bench.fairness import Figures, Trial, allowed_p99, faults, quiet_fires
+from bench.fairness import markdown as fairness_markdown
+from bench.throttle import Trial as ThrottleTrial
+from bench.throttle import markdown as throttle_markdown
 from bench.throttle import most_in_one_second, starts_per_second, steady_rate
 
 
@@ -75,3 +78,69 @@ def test_the_most_starts_in_any_one_second_window() -> None:
 def test_the_steady_rate_leaves_out_the_first_and_the_last_second() -> None:
     assert steady_rate([20, 10, 9, 11, 10, 3]) == 10.0
     assert steady_rate([20, 4]) != steady_rate([20, 4])  # nan: no full second after the first
+
+
+def _quiet_trial(flood_runs: int, lag_ms: float, *, fair: bool = True) -> Trial:
+    due = 1000.0
+    quiet = tally(
+        [
+            Arrival("quiet", f"q{index}", due + index / 5, due + index / 5 + lag_ms / 1000)
+            for index in range(50)
+        ],
+        {f"q{index}" for index in range(50)},
+    )
+    flood = (
+        tally(
+            [Arrival("flood", f"f{index}", due, due + index / 150) for index in range(flood_runs)],
+            {f"f{index}" for index in range(flood_runs)},
+        )
+        if flood_runs
+        else None
+    )
+    wait = Wait(planner=0.0, queue=lag_ms / 2, worker=lag_ms / 2)
+    return Trial(flood_runs, fair, quiet, flood, 20.0, True, due, (wait,) * 50)
+
+
+def test_the_fairness_section_states_the_goal_from_the_medians() -> None:
+    figures = Figures(
+        flood=[_quiet_trial(300, lag) for lag in (200.0, 250.0, 900.0)],
+        alone=[_quiet_trial(0, lag) for lag in (5.0, 10.0, 8.0)],
+        send_order=_quiet_trial(300, 2500.0, fair=False),
+    )
+
+    text = fairness_markdown(figures, "python -m bench --only fairness")
+    flat = " ".join(text.split())  # the paragraphs are wrapped
+
+    assert "| median | 250 | 250 | 8 | 8 | 31.2x |" in text
+    assert "(1,000 ms)" in flat and ": met (250 ms, median of 3; the worst trial 900 ms;" in flat
+    assert "p99 2,500 ms" in flat
+    slow = Figures(flood=[_quiet_trial(300, 1500.0)] * 3, alone=figures.alone, send_order=None)
+    assert ": not met (1,500 ms" in " ".join(fairness_markdown(slow, "c").split())
+
+
+def _throttle_trial(counts: list[int]) -> ThrottleTrial:
+    due = 1000.0
+    times = [due + second + 0.05 for second, count in enumerate(counts) for _ in range(count)]
+    arrivals = [Arrival("paced", f"r{index}", due, moment) for index, moment in enumerate(times)]
+    result = tally(arrivals, {f"r{index}" for index in range(sum(counts))})
+    return ThrottleTrial(
+        result,
+        tuple(starts_per_second(times, due)),
+        most_in_one_second(times),
+        1.0,
+        True,
+        due,
+        2 * len(times),
+    )
+
+
+def test_the_throttle_section_states_the_goal() -> None:
+    trials = [_throttle_trial([11] + [10] * 18 + [9])] * 3
+
+    text = throttle_markdown(trials, "python -m bench --only throttle")
+    flat = " ".join(text.split())  # the paragraphs are wrapped
+
+    assert ": met (11 in the first second, median of 3; 10 a second after;" in flat
+    assert "Per second from T, trial 1: 11, 10," in text
+    over = [_throttle_trial([25] + [10] * 17 + [5])] * 3
+    assert ": not met (25 in the first second" in " ".join(throttle_markdown(over, "c").split())
