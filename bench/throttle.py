@@ -250,13 +250,21 @@ def _rounding(trials: list[Trial], first: float, most: int) -> tuple[str, ...]:
             f" {1000 // RATE} ms (T+0.1 s, T+0.2 s, ...), but a reserved start is sent again with a"
             " whole-second `DelaySeconds` rounded up (`ceil(start - now)`, in the worker's `handle`), so"
             " the runs that reserved T+0.1 .. T+0.9 s start at T+1 s, and every later one in the second"
-            " after its reservation. Nothing exceeds the burst and the pace is the rate, but the burst"
+            " after its reservation. The pace is the rate, but the burst"
             f" above the first {capacity} is not used, and each run over it starts up to a second after"
             f" its reservation: the last at T+{median(t.last_start_seconds for t in trials):.1f} s"
             f" (median) against its reserved T+{ideal:.1f} s. The same rounding brings each second's"
             " runs back together, within a fraction of a second of its start, rather than one every"
             f" {1000 // RATE} ms: a window of one second that straddles two such bunches holds the most"
-            f" starts, {most} here."
+            f" starts, {most} here"
+            + (
+                ", one over the burst: the throttle spaces the starts it grants, and each call comes the"
+                " worker's own time after its grant, so the first second's calls, made a little after T,"
+                " and the next second's, made as soon as their messages came back, can fall within one"
+                " second."
+                if most > BURST
+                else "."
+            )
         ),
         "",
         paragraph(
