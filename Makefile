@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install console screenshots test lint typecheck unit run bench soak synth build openapi clean
+.PHONY: install console screenshots test lint typecheck unit run bench bench-flow soak synth build openapi clean
 
 install: $(STAMP) console
 
@@ -75,6 +75,10 @@ run: install
 # Benchmarks rewrite docs/benchmarks.md; they are never timed assertions in `make test`.
 bench: install
 	$(BIN)/python -m bench
+
+# Flow control across tenants (issue 30): minutes each, so `make bench` keeps their last figures.
+bench-flow: install
+	$(BIN)/python -m bench --only fairness,throttle
 
 # Long reliability runs; their figures go to docs/reliability.md. The fault scenarios also run, smaller, in
 # `make test`; here each has 150 fires (about 15 minutes under moto).

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.__main__ import SECTIONS, compose, main, names, stored_sections
+from bench.__main__ import ON_REQUEST, SECTIONS, compose, main, names, stored_sections
 
 
 def test_sections_run_in_the_listed_order_with_cost_after_lag() -> None:
@@ -59,3 +59,28 @@ def test_a_full_run_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert main(["--output", str(output)]) == 0
 
     assert list(stored_sections(output.read_text())) == ["bench.simulate"]
+
+
+def test_sections_on_request_run_only_when_named_and_are_kept_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert names("throttle,fairness") == ["bench.fairness", "bench.throttle"]
+    assert not set(ON_REQUEST) & set(names(None))
+    output = tmp_path / "benchmarks.md"
+    fairness = "## Flow control\n\nCommand: `python -m bench --only fairness`"
+    output.write_text(
+        compose(
+            "a machine",
+            {
+                "bench.cost": ("2026-01-02 03:04", "## Cost per run\n\nold"),
+                "bench.fairness": ("2026-11-28 22:00", fairness),
+            },
+        )
+    )
+    monkeypatch.setattr("bench.__main__.SECTIONS", ("bench.simulate",))
+
+    assert main(["--output", str(output)]) == 0
+
+    sections = stored_sections(output.read_text())
+    assert list(sections) == ["bench.simulate", "bench.fairness"]
+    assert sections["bench.fairness"] == ("2026-11-28 22:00", fairness)
