@@ -25,6 +25,7 @@ from bench._common import ROOT, machine
 SECTIONS = (
     "bench.lag",
     "bench.cost",
+    "bench.pool_cost",
     "bench.history",
     "bench.local_creates",
     "bench.planner_scale",

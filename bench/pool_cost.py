@@ -359,6 +359,37 @@ def doc_blocks(text: str) -> dict[str, str]:
     return read_blocks(text, PREFIX, BLOCKS)
 
 
+def section(figures: dict[str, Any] | None = None) -> str:
+    """The section of ``docs/benchmarks.md`` (``python -m bench``): measures (unless given figures), saves
+    the figures and rewrites the pools table of ``docs/cost.md``, as ``--write-doc`` does."""
+    if figures is None:
+        figures = measure()
+        FIGURES.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+        write_blocks(DOC, PREFIX, blocks(figures))
+    month, run = idle_month(figures), pool_run(figures)
+    idle, writes = figures["idle_poll"], run_writes(figures)
+    parts = ", ".join(
+        f"{name} {_money(month[name])}"
+        for name in ("Lambda duration", "API Gateway requests", "DynamoDB reads", "DynamoDB writes")
+        if name in month
+    )
+    queries = idle["requests"].get("dynamodb.Query", 0)
+    idle_rru, idle_wru, total_month = total(idle, "rru"), total(idle, "wru"), _money(sum(month.values()))
+    return f"""## Pools: an idle worker's month and an hour's run
+
+`python -m bench.pool_cost` (seconds; `docs/cost.md`, "Pools", has the tables and the method): every call
+through the API Gateway stand-in and the API Lambda's handler under moto on a fake clock, metered.
+
+- An idle {figures["wait_seconds"]} s claim on an empty pool: {queries:g} index queries, {idle_rru:g} RRU
+  with the principal's read, {idle_wru:g} WRU of the tenant's request counter. A worker polling
+  without pause for a month ({figures["polls_per_month"]:,} polls): **{total_month}**, of which
+  {parts}.
+- A one-hour pool run heartbeating every 20 s (claim, heartbeats, complete): {run_item_writes(figures):g}
+  writes of the run item (the budget is 200), {writes["write_requests"]:g} write requests in all with the
+  request counter's, {writes["wru"]:g} WRU and {writes["index_wru"]:g} index WRU:
+  **{_money(sum(run.values()))} a run**, about {_money(sum(run.values()) * 1_000_000)} per million."""
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
