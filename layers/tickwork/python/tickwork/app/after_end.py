@@ -22,9 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from tickwork.app.lifecycle import RunLifecycle
-from tickwork.app.ports import Clock, DeadLetters, JobStore, RunQueue
-from tickwork.domain.arrival import BACKFILL_SPACING
+from tickwork.app.ports import Clock, DeadLetters, JobStore, Metrics, RunQueue
+from tickwork.domain.arrival import BACKFILL_SPACING, Candidate
 from tickwork.domain.fires import is_last_fire, next_in_chain
+from tickwork.domain.lanes import Lane
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Attempt, Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
@@ -63,10 +64,12 @@ class AfterEnd:
         lifecycle: RunLifecycle,
         dead_letters: DeadLetters,
         queue: RunQueue,
+        metrics: Metrics,
         clock: Clock,
         sleep: Callable[[float], None],
     ):
         self.jobs = jobs
+        self.metrics = metrics
         self.lifecycle = lifecycle
         self.dead_letters = dead_letters
         self.queue = queue
@@ -78,6 +81,37 @@ class AfterEnd:
             self.hand_on,
             self.continue_chain,
         )
+
+    def end_unrun(
+        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime, *, hand_on: bool
+    ) -> Run | None:
+        """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED, then what
+        follows its end. None when the write found the run changed: a fire of a job with no lane is decided
+        before its run item is read, and an item stored after all (an attempt whose worker died) is decided
+        again as it is."""
+        final = self.lifecycle.end_unrun(candidate, status, reason, now)
+        if final is None:
+            return None
+        if status is RunStatus.MISSED:
+            self.metrics.count("RunsMissed")
+        elif status is RunStatus.SKIPPED:
+            self.metrics.count("RunsSkipped")
+        log_end(final)
+        self(Ended(job, final, hand_on=hand_on))
+        return final
+
+    def chain_of_duplicate(self, job: Job, lane: Lane, run: Run, message: RunMessage) -> ChainStep | None:
+        """A duplicate delivery of a backfill chain's step: the chain goes on from it only if its next fire
+        has not been reached (the first delivery died before sending it), so a second message of a step does
+        not start a second sequence of the chain's fires. Read only for such duplicates."""
+        if message.chain_until is None:
+            return None
+        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
+        if following is not None:
+            next_id = scheduled_run_id(job.job_id, following)
+            if next_id in lane.holders or self.lifecycle.runs.find_many(job.tenant_id, job.job_id, [next_id]):
+                return None
+        return ChainStep(message.chain_until, None)
 
     def __call__(self, ended: Ended) -> None:
         for step in self.steps:

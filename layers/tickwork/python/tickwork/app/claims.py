@@ -14,18 +14,19 @@ the move.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tickwork import tables
 from tickwork.app.lifecycle import RunLifecycle, leased
 from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore, TenantThrottles
-from tickwork.domain.arrival import Candidate
+from tickwork.domain.arrival import MAX_DELAY_SECONDS, Candidate
 from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
-from tickwork.domain.models import Job, Run
+from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.throttle import throttle_of
-from tickwork.domain.timeutil import EPOCH
+from tickwork.domain.timeutil import EPOCH, to_epoch_ms
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
@@ -67,10 +68,12 @@ DISABLED_WAIT_SECONDS = 10
 
 @dataclass(frozen=True)
 class Wait:
-    """The run may not start now: its message comes back after ``seconds``."""
+    """The run may not start now: its message (``message``, when it changed) comes back after ``seconds``."""
 
     seconds: int
     reason: str
+    metric: str = "RunsHeldBack"
+    message: RunMessage | None = None
 
 
 AT_LIMIT = Wait(IN_FLIGHT_WAIT_SECONDS, "held back: the tenant is at its in-flight limit")
@@ -105,6 +108,18 @@ class Claims:
     def lease_for(self, job: Job) -> timedelta:
         """How long a lease lasts unless extended: the target's timeout and a margin to record the outcome."""
         return timedelta(seconds=timeout_of(job)) + self.lease_margin
+
+    def admit(self, job: Job, run: Run, message: RunMessage, now: datetime) -> tuple[Slot, ...] | Wait:
+        """Whether the attempt may start now: its place under the tenant's throttle (unless its message
+        reserved one already), then a slot of each limit it counts against (:meth:`take_slot`). A run over
+        the throttle is sent again for the second after the start it reserved, carrying it, rather than
+        slept out: waiting is not paid for."""
+        start = self.reserve_start(job, run, now) if message.start_at is None else None
+        if start is not None:
+            later = message.model_copy(update={"start_at": to_epoch_ms(start)})
+            delay = min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS)
+            return Wait(delay, "throttled: sent again for the start it reserved", "RunsThrottled", later)
+        return self.take_slot(job, run, now)
 
     def reserve_start(self, job: Job, run: Run, now: datetime) -> datetime | None:
         """A place under the tenant's throttle on run starts: None to start now, else the later start the

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
+from tickwork.app.after_end import AfterEnd, Ended
 from tickwork.app.attempt import Attempts, Execute
 from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Wait
 from tickwork.app.lifecycle import RunLifecycle
@@ -64,16 +64,14 @@ from tickwork.domain.arrival import (
     on_full_lane,
     owed_before,
 )
-from tickwork.domain.fires import jitter_of, next_in_chain
+from tickwork.domain.fires import jitter_of
 from tickwork.domain.lanes import Lane, capacity
 from tickwork.domain.models import (
     Job,
     Run,
     RunKey,
     RunMessage,
-    RunStatus,
     parse_run_id,
-    scheduled_run_id,
 )
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
@@ -128,6 +126,7 @@ class Worker:
             lifecycle=self.lifecycle,
             dead_letters=dead_letters,
             queue=queue,
+            metrics=metrics,
             clock=clock,
             sleep=sleep,
         )
@@ -220,17 +219,10 @@ class Worker:
                 now = self.clock()
             if verdict.chain_until is not None:
                 message = message.model_copy(update={"chain_until": verdict.chain_until})
-            start = self.claims.reserve_start(job, verdict.run, now) if message.start_at is None else None
-            if start is not None:
-                # Sent again for the second after its start rather than slept out: waiting is not paid for.
-                self.metrics.count("RunsThrottled")
-                later = message.model_copy(update={"start_at": to_epoch_ms(start)})
-                self.queue.send_later(later, min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS))
-                return "throttled: sent again for the start it reserved"
-            taken = self.claims.take_slot(job, verdict.run, now)
+            taken = self.claims.admit(job, verdict.run, message, now)
             if isinstance(taken, Wait):
-                self.metrics.count("RunsHeldBack")
-                self.queue.send_later(message, taken.seconds)
+                self.metrics.count(taken.metric)
+                self.queue.send_later(taken.message or message, taken.seconds)
                 return taken.reason
             if laned:
                 claimed = self.claims.claim_lane(job, lane, verdict, records, now)
@@ -276,7 +268,9 @@ class Worker:
         match decision:
             case Duplicate(run):
                 # What the first delivery may have left undone when it died after its write.
-                self.after_end(Ended(job, run, chain=self._chain_left(job, lane, run, message)))
+                self.after_end(
+                    Ended(job, run, chain=self.after_end.chain_of_duplicate(job, lane, run, message))
+                )
                 self.metrics.count("DuplicateDeliveriesAbsorbed")
                 return f"duplicate: the run is {run.status.value}"
             case LookAgain(delay):
@@ -293,7 +287,9 @@ class Worker:
                 self.sleep(seconds)
                 return self._carry_out(then, message, job, lane, now)
             case EndUnrun(candidate, status, reason, hand_on):
-                return self._end_unrun(job, candidate, status, reason, now, hand_on=hand_on)
+                # A run decided before its item was read may be stored after all: decided again, as it is.
+                final = self.after_end.end_unrun(job, candidate, status, reason, now, hand_on=hand_on)
+                return RACED if final is None else f"{status.value.lower()}: {reason}"
             case Note(text):
                 return text
             case HoldBack(text):
@@ -313,34 +309,3 @@ class Worker:
                 return RACED if taken_over is None else taken_over
             case AttemptRun(candidate):
                 return candidate
-
-    def _chain_left(self, job: Job, lane: Lane, run: Run, message: RunMessage) -> ChainStep | None:
-        """A duplicate delivery of a backfill chain's step: the chain goes on from it only if its next fire
-        has not been reached (the first delivery died before sending it), so a second message of a step does
-        not start a second sequence of the chain's fires. Read only for such duplicates."""
-        if message.chain_until is None:
-            return None
-        following = next_in_chain(job, run.scheduled_for, from_epoch_ms(message.chain_until))
-        if following is not None:
-            next_id = scheduled_run_id(job.job_id, following)
-            if next_id in lane.holders or self.runs.find_many(job.tenant_id, job.job_id, [next_id]):
-                return None
-        return ChainStep(message.chain_until, None)
-
-    # --- ends without an attempt ------------------------------------------------------------------------
-    def _end_unrun(
-        self, job: Job, candidate: Candidate, status: RunStatus, reason: str, now: datetime, *, hand_on: bool
-    ) -> str | Raced:
-        """A fire (or a run between attempts) ends without running: MISSED, SKIPPED or CANCELLED. A fire of a
-        job with no lane is decided before its run item is read: if the item exists after all (an attempt
-        whose worker died), the write fails and the run is decided again as it is."""
-        final = self.lifecycle.end_unrun(candidate, status, reason, now)
-        if final is None:
-            return RACED
-        if status is RunStatus.MISSED:
-            self.metrics.count("RunsMissed")
-        elif status is RunStatus.SKIPPED:
-            self.metrics.count("RunsSkipped")
-        log_end(final)
-        self.after_end(Ended(job, final, hand_on=hand_on))
-        return f"{status.value.lower()}: {reason}"
