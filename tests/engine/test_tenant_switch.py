@@ -143,3 +143,22 @@ def test_a_retry_of_a_disabled_tenant_waits_and_runs_once_enabled() -> None:
     world.run_for(60)
     assert [call.attempt for call in world.calls_of(job)] == [1, 2, 3]
     assert world.statuses(job) == [RunStatus.SUCCEEDED]
+
+
+def test_a_disabled_tenants_waiting_runs_take_no_place_under_its_throttle() -> None:
+    world = World()
+    world.tenants.update("acme", TenantChanges(max_runs_per_second=1))
+    job = world.create(
+        name="throttled",
+        schedule={"type": "once", "at": (world.clock() + timedelta(seconds=5)).isoformat()},
+        retry={"max_attempts": 3, "initial_delay_seconds": 5, "multiplier": 1, "jitter": "none"},
+    )
+    world.script["throttled"] = [UNAVAILABLE, OK]
+    world.run_for(8)
+    writes = world.throttles.writes
+    world.switch.disable("acme")
+    world.run_for(60)  # the retry comes and waits, again and again
+    assert world.throttles.writes == writes
+    world.switch.enable("acme")
+    world.run_for(30)
+    assert [call.attempt for call in world.calls_of(job)] == [1, 2]

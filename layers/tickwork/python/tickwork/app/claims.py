@@ -114,6 +114,8 @@ class Claims:
         reserved one already), then a slot of each limit it counts against (:meth:`take_slot`). A run over
         the throttle is sent again for the second after the start it reserved, carrying it, rather than
         slept out: waiting is not paid for."""
+        if self.tenants.get(job.tenant_id).disabled:
+            return DISABLED  # as the worker's cache of the tenant says: checked first, so it reserves nothing
         start = self.reserve_start(job, run, now) if message.start_at is None else None
         if start is not None:
             later = message.model_copy(update={"start_at": to_epoch_ms(start)})
@@ -137,13 +139,10 @@ class Claims:
 
     def take_slot(self, job: Job, run: Run, now: datetime) -> tuple[Slot, ...] | Wait:
         """A slot of each limit the attempt counts against (its concurrency key's ``max_concurrency``, the
-        tenant's in-flight limit): the slots, none when there is no limit; a Wait when one is full or the
-        tenant is disabled (as the worker's cache of it says). Slots are spread over items of a few each,
-        so no item takes every run's write. A pool run takes none: the tenant's own workers bound what
-        they run."""
+        tenant's in-flight limit): the slots, none when there is no limit; a Wait when one is full. Slots
+        are spread over items of a few each, so no item takes every run's write. A pool run takes none: the
+        tenant's own workers bound what they run."""
         tenant = self.tenants.get(job.tenant_id)
-        if tenant.disabled:
-            return DISABLED
         if pool_target_of(job) is not None:
             return ()
         limits: list[tuple[str, int, Wait]] = []
