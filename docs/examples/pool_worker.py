@@ -30,7 +30,7 @@ from typing import Any
 
 from tickwork_client import Client, PoolWorker, RunContext
 
-POOL = "example"
+POOL = os.environ.get("TICKWORK_POOL", "example")  # the pool it works for
 
 
 def work(ctx: RunContext) -> dict[str, Any]:

@@ -230,16 +230,18 @@ def test_a_late_heartbeat_complete_and_fail_after_a_takeover_get_lease_lost(loca
 def test_a_worker_paused_past_its_heartbeat_timeout_finds_its_lease_lost_and_stops_working(
     local: Local,
 ) -> None:
-    # Given the example worker half through a run of 40 short steps
-    job_id = pool_job(local, "example", payload={"steps": 40, "step_seconds": 0.5})
-    paused = ExampleWorker(local)
+    # Given the example worker half through a run of 40 short steps, in a pool of this test's own: a long
+    # poll a stopped worker left pending at the API would otherwise claim another test's run
+    pool = unique_pool("paused")
+    job_id = pool_job(local, pool, payload={"steps": 40, "step_seconds": 0.5})
+    paused = ExampleWorker(local, pool)
     try:
         assert wait_for(lambda: len(paused.steps()) >= 2, timeout=20), paused.lines
         # When it is paused (SIGSTOP) past its heartbeat timeout, and the run is taken over meanwhile
         os.kill(paused.process.pid, signal.SIGSTOP)
         steps_before = len(paused.steps())
         takeover = wait_for(
-            lambda: claim(local, "example", wait=2, worker="taker"), timeout=HEARTBEAT_TIMEOUT + 10
+            lambda: claim(local, pool, wait=2, worker="taker"), timeout=HEARTBEAT_TIMEOUT + 10
         )
         assert takeover, run_of(local, job_id)
         [taken] = takeover

@@ -23,8 +23,13 @@ STEP = re.compile(r"attempt (\d+): step (\d+) of (\d+) done")
 class ExampleWorker:
     """The example, as a process of its own, its output lines collected as they come."""
 
-    def __init__(self, local: Local):
-        environment = {**os.environ, "TICKWORK_API_URL": local.url, "TICKWORK_TOKEN": TOKENS["acme"]}
+    def __init__(self, local: Local, pool: str = "example"):
+        environment = {
+            **os.environ,
+            "TICKWORK_API_URL": local.url,
+            "TICKWORK_TOKEN": TOKENS["acme"],
+            "TICKWORK_POOL": pool,
+        }
         self.process = subprocess.Popen(
             [sys.executable, str(EXAMPLE)],
             env=environment,
