@@ -78,7 +78,7 @@ bench: install
 
 # Flow control across tenants (issue 30): minutes each, so `make bench` keeps their last figures.
 bench-flow: install
-	$(BIN)/python -m bench --only fairness,throttle
+	$(BIN)/python -m bench --only fairness,throttle,priorities
 
 # Long reliability runs; their figures go to docs/reliability.md. The fault scenarios also run, smaller, in
 # `make test`; here each has 150 fires (about 15 minutes under moto).

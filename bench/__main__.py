@@ -38,6 +38,7 @@ SECTIONS = (
 ON_REQUEST = (
     "bench.fairness",
     "bench.throttle",
+    "bench.priorities",
 )
 
 HEADER = """# Benchmarks

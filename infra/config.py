@@ -69,13 +69,15 @@ LOG_RETENTION_DAYS: Mapping[int, str] = {
 }
 
 # CloudFormation takes at most 500 resources in one stack. Each planner group adds 2 (its EventBridge rule and
-# Lambda permission) and each worker function past the first 7 (function, role, policy, log group, event
-# source mapping, errors and throttles alarms); the stack's other resources number under 128 (the indexer
-# and the run index table took 9 of them, the pool routes' API resources and methods 16, the pools' alarms 2).
+# Lambda permission) and each worker function past the first 9 (function, role, policy, log group, an event
+# source mapping per priority's queue, errors and throttles alarms); the stack's other resources number under
+# 134 (the indexer and the run index table took 9 of them, the pool routes' API resources and methods 16, the
+# pools' alarms 2, the high and low priority queues with their policies and the first function's two more
+# mappings 6).
 STACK_RESOURCES_MAX = 500
-OTHER_RESOURCES = 128
+OTHER_RESOURCES = 134
 RESOURCES_PER_PLANNER_GROUP = 2
-RESOURCES_PER_WORKER_FUNCTION = 7
+RESOURCES_PER_WORKER_FUNCTION = 9
 # Planner groups a stack can have (see StageConfig.planner_groups), with one worker function.
 PLANNER_GROUPS_MAX = (STACK_RESOURCES_MAX - OTHER_RESOURCES) // RESOURCES_PER_PLANNER_GROUP
 # Worker functions a stack can have (see StageConfig.worker_functions).
@@ -103,7 +105,7 @@ class StageConfig(BaseModel):
 
     # planner
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
-    # At most 186 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
+    # At most 183 (fewer with several worker functions: see planner_groups_max), within CloudFormation's 500
     # resources in one stack.
     planner_groups: int = Field(
         1, ge=1, le=PLANNER_GROUPS_MAX, description="EventBridge rules, each owning disjoint shards"

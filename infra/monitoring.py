@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -14,6 +14,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+from tickwork.domain.priority import Priority
 from tickwork.observability import NAMESPACE, SERVICE
 
 from infra.config import StageConfig
@@ -52,7 +53,7 @@ class Monitoring(Construct):
         workers: Sequence[lambda_.Function],
         api: lambda_.Function,
         indexer: lambda_.Function,
-        run_queue: sqs.Queue,
+        run_queues: Mapping[Priority, sqs.Queue],
         run_dlq: sqs.Queue,
         dead_run_queue: sqs.Queue,
     ) -> None:
@@ -79,9 +80,18 @@ class Monitoring(Construct):
             threshold=1,
             description="Runs exhausted their retries and are DEAD.",
         )
+        # The oldest message of the three priorities' queues: one alarm, whichever queue holds it.
+        oldest = cloudwatch.MathExpression(
+            expression="MAX([" + ", ".join(run_queues) + "])",
+            using_metrics={
+                priority: queue.metric_approximate_age_of_oldest_message(period=MINUTE, statistic="Maximum")
+                for priority, queue in run_queues.items()
+            },
+            period=MINUTE,
+        )
         self._alarm(
             "RunQueueOldMessage",
-            run_queue.metric_approximate_age_of_oldest_message(period=MINUTE, statistic="Maximum"),
+            oldest,
             threshold=config.queue_age_alarm_seconds,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=3,
@@ -171,11 +181,19 @@ class Monitoring(Construct):
                 width=12,
             ),
             cloudwatch.GraphWidget(
-                title="Run queue",
+                title="Run queues",
                 left=[
-                    run_queue.metric_approximate_number_of_messages_visible(period=MINUTE, label="visible")
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=MINUTE, label=f"{priority}: visible"
+                    )
+                    for priority, queue in run_queues.items()
                 ],
-                right=[run_queue.metric_approximate_age_of_oldest_message(period=MINUTE, label="oldest (s)")],
+                right=[
+                    queue.metric_approximate_age_of_oldest_message(
+                        period=MINUTE, label=f"{priority}: oldest (s)"
+                    )
+                    for priority, queue in run_queues.items()
+                ],
                 width=8,
             ),
             cloudwatch.GraphWidget(

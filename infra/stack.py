@@ -147,7 +147,7 @@ class TickworkStack(Stack):
             "Worker",
             config=config,
             functions=[worker.function for worker in self.worker_functions],
-            run_queue=self.storage.run_queue,
+            run_queues=self.storage.run_queues,
         )
         self.indexer = Indexer(
             self, "Indexer", function=self.indexer_function.function, runs=self.storage.runs
@@ -161,7 +161,7 @@ class TickworkStack(Stack):
             workers=[worker.function for worker in self.worker_functions],
             api=self.api_function.function,
             indexer=self.indexer_function.function,
-            run_queue=self.storage.run_queue,
+            run_queues=self.storage.run_queues,
             run_dlq=self.storage.run_dlq,
             dead_run_queue=self.storage.dead_run_queue,
         )
@@ -187,6 +187,8 @@ class TickworkStack(Stack):
             idempotency_table=storage.idempotency.table_name,
             run_index_table=storage.run_index.table_name,
             run_queue_url=storage.run_queue.queue_url,
+            run_queue_high_url=storage.run_queues["high"].queue_url,
+            run_queue_low_url=storage.run_queues["low"].queue_url,
             dead_run_queue_url=storage.dead_run_queue.queue_url,
             due_shards=config.due_shards,
             planner_horizon_seconds=config.planner_horizon_seconds,
@@ -219,14 +221,16 @@ class TickworkStack(Stack):
             grant(api, definition, write=True)
         # The API plans first fires inside the horizon at once, like the planner; a pool run's attempt ending
         # through the API (complete, fail) sends its retry or its dead letter, as a worker's would.
-        storage.run_queue.grant_send_messages(api)
+        for run_queue in storage.run_queues.values():
+            run_queue.grant_send_messages(api)
         storage.dead_run_queue.grant_send_messages(api)
 
         # The planner completes a job whose last fire it recorded MISSED (the tenant's job count), and keeps
         # the highest due-shard count in the tenants table.
         for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
             grant(planner, definition, write=True)
-        storage.run_queue.grant_send_messages(planner)
+        for run_queue in storage.run_queues.values():
+            run_queue.grant_send_messages(planner)
         # Its sweeper ends pool runs whose lease lapsed: their retry, or their dead letter.
         storage.dead_run_queue.grant_send_messages(planner)
 
@@ -239,7 +243,8 @@ class TickworkStack(Stack):
             for definition in (tables.JOBS, tables.RUNS, tables.TENANTS):
                 grant(worker, definition, write=True)
             # Retries, held runs and backfill steps are sent again with a delay, never left to wait in flight.
-            storage.run_queue.grant_send_messages(worker)
+            for run_queue in storage.run_queues.values():
+                run_queue.grant_send_messages(worker)
             storage.dead_run_queue.grant_send_messages(worker)
 
             for action, patterns in self.config.target_grants.items():

@@ -8,6 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 from tickwork import tables
+from tickwork.domain.priority import Priority
 
 from infra.config import StageConfig
 
@@ -32,7 +33,7 @@ def _projection(index: tables.IndexDefinition) -> dynamodb.ProjectionType:
 
 
 class Storage(Construct):
-    """The five tables and three queues, encrypted at rest with AWS-managed keys (no KMS calls by the
+    """The five tables and five queues, encrypted at rest with AWS-managed keys (no KMS calls by the
     functions, and no key policy to keep in step with their roles)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig) -> None:
@@ -46,15 +47,13 @@ class Storage(Construct):
         self.run_index = self.tables[tables.RUN_INDEX.logical_name]
 
         self.run_dlq = self._queue("RunDlq")
-        self.run_queue = self._queue(
-            "RunQueue",
-            visibility_timeout=Duration.seconds(
-                config.worker_timeout_seconds * VISIBILITY_PER_WORKER_TIMEOUT
-            ),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.run_dlq, max_receive_count=config.max_receive_count
-            ),
-        )
+        self.run_queue = self._run_queue("RunQueue", config)
+        # High and low priority runs have queues of their own, with the run queue's settings and dead letters.
+        self.run_queues: dict[Priority, sqs.Queue] = {
+            "high": self._run_queue("RunQueueHigh", config),
+            "normal": self.run_queue,
+            "low": self._run_queue("RunQueueLow", config),
+        }
         # Runs that exhausted their retries, for the operator and for tenants' tooling.
         self.dead_run_queue = self._queue("DeadRunQueue")
 
@@ -97,6 +96,17 @@ class Storage(Construct):
                 non_key_attributes=list(index.non_key_attributes) or None,
             )
         return table
+
+    def _run_queue(self, construct_id: str, config: StageConfig) -> sqs.Queue:
+        return self._queue(
+            construct_id,
+            visibility_timeout=Duration.seconds(
+                config.worker_timeout_seconds * VISIBILITY_PER_WORKER_TIMEOUT
+            ),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.run_dlq, max_receive_count=config.max_receive_count
+            ),
+        )
 
     def _queue(
         self,

@@ -182,7 +182,11 @@ class Pump:
     ``handler`` with them as an SQS event. The messages the response does not name as failures are deleted;
     the failed ones come back after their visibility timeout. If ``cut_short()`` is true when the invocation
     returns, nothing is deleted, as when a Lambda is killed mid-batch. ``pollers`` is how many batches
-    :meth:`start` handles at once."""
+    :meth:`start` handles at once.
+
+    ``serve_order``, when given, makes it the mappings of several queues with shared pollers: before each
+    batch it names the queues to try in order; the first that gives messages is served, and only the last
+    one is long-polled."""
 
     def __init__(
         self,
@@ -195,6 +199,7 @@ class Pump:
         wait_seconds: int | None = None,
         visibility_timeout: int | None = None,
         cut_short: Callable[[], bool] = lambda: False,
+        serve_order: Callable[[], Sequence[str]] | None = None,
     ):
         if not 1 <= batch_size <= 10:
             raise ValueError(f"batch_size must be 1 to 10 (SQS's most per receive), not {batch_size}")
@@ -208,38 +213,40 @@ class Pump:
         self.wait_seconds = wait_seconds
         self.visibility_timeout = visibility_timeout
         self.cut_short = cut_short
+        self.serve_order = serve_order
 
-    def receive(self) -> list[Message]:
+    def receive(self, queue_url: str | None = None, *, wait: bool = True) -> list[Message]:
         """One receive: the messages of the next batch (none if the queue has nothing visible)."""
         options: dict[str, Any] = {}
         if self.wait_seconds is not None:
-            options["WaitTimeSeconds"] = self.wait_seconds
+            options["WaitTimeSeconds"] = self.wait_seconds if wait else 0
         if self.visibility_timeout is not None:
             options["VisibilityTimeout"] = self.visibility_timeout
         response = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=self.batch_size, **options
+            QueueUrl=queue_url or self.queue_url, MaxNumberOfMessages=self.batch_size, **options
         )
         return list(response.get("Messages", []))
 
-    def deliver(self, messages: Sequence[Message]) -> Mapping[str, Any]:
+    def deliver(self, messages: Sequence[Message], queue_url: str | None = None) -> Mapping[str, Any]:
         """One invocation of the handler over ``messages``, then the deletes; returns its response."""
         if not messages:
             return {"batchItemFailures": []}
-        response = self.handler(sqs_event(messages, self.queue_url))
+        queue_url = queue_url or self.queue_url
+        response = self.handler(sqs_event(messages, queue_url))
         if self.cut_short():
             return response
         failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
-        self.delete([message for message in messages if message["MessageId"] not in failed])
+        self.delete([message for message in messages if message["MessageId"] not in failed], queue_url)
         return response
 
-    def delete(self, messages: Sequence[Message]) -> None:
+    def delete(self, messages: Sequence[Message], queue_url: str | None = None) -> None:
         """The handled messages (a receive's, so at most ten) in one DeleteMessageBatch, as the event source
         mapping deletes them. A message not deleted (its receipt expired) comes back after its visibility
         timeout."""
         if not messages:
             return
         response = self.sqs.delete_message_batch(
-            QueueUrl=self.queue_url,
+            QueueUrl=queue_url or self.queue_url,
             Entries=[
                 {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"]}
                 for index, message in enumerate(messages)
@@ -252,10 +259,19 @@ class Pump:
             )
 
     def once(self) -> int:
-        """One pass: receive once, deliver what came; returns how many messages it handled."""
-        messages = self.receive()
-        self.deliver(messages)
-        return len(messages)
+        """One pass: receive once (from the first queue of ``serve_order`` with messages), deliver what came;
+        returns how many messages it handled."""
+        if self.serve_order is None:
+            messages = self.receive()
+            self.deliver(messages)
+            return len(messages)
+        queue_urls = list(self.serve_order())
+        for position, queue_url in enumerate(queue_urls):
+            messages = self.receive(queue_url, wait=position == len(queue_urls) - 1)
+            if messages:
+                self.deliver(messages, queue_url)
+                return len(messages)
+        return 0
 
     def drain(self, rounds: int | None = None) -> int:
         """Passes until a receive finds nothing (at most ``rounds`` of them); returns how many messages."""

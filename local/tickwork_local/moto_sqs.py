@@ -174,6 +174,18 @@ def install() -> None:
     backend_class.send_message = send_message
 
 
+def oldest_visible_ms(queue_name: str) -> float | None:
+    """Since when (epoch ms) the queue's longest-visible message has been visible to a receive, or None when
+    it has none visible: one clock reading, one pass, no receive (nothing is hidden or counted)."""
+    now = _now_ms()
+    since = [
+        max(message.sent_timestamp or 0, message.delayed_until, message.visible_at)
+        for message in list(_queue(queue_name)._messages)
+        if now > message.visible_at and not now < message.delayed_until
+    ]
+    return min(since, default=None)
+
+
 # --- the journal's view of a queue -----------------------------------------------------------------------
 def _queue(name: str) -> Any:
     import os

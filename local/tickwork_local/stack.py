@@ -637,6 +637,7 @@ class LocalStack:
 
         from functions.worker.handler import handle_record
         from tickwork_local.harness import Pump, partial_batches
+        from tickwork_local.priorities import ServeOrder
 
         stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
@@ -658,6 +659,8 @@ class LocalStack:
             # Like a Lambda killed mid-batch: nothing of the batch is deleted, the visibility timeout hands
             # it out again, and runs left RUNNING wait for the sweeper.
             cut_short=stop.is_set,
+            # The three priorities' queues, served in the priority order (tickwork_local.priorities).
+            serve_order=ServeOrder(current.queue_urls, poller=index),
         )
         pump.poll(lambda: self.stop.is_set() or stop.is_set(), pause=self.stop.wait)
 

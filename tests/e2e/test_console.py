@@ -309,6 +309,7 @@ def test_a_job_created_in_the_console_runs_and_is_paused(page: Page, stack: Stac
     expect(preview.locator("ol.fires li")).to_have_count(5)
     page.get_by_label("Webhook URL").fill(stack.receiver.url("/console-heartbeat"))
     page.get_by_label("Payload (JSON, optional)").fill('{"from": "the console"}')
+    page.get_by_label("Priority").select_option("high")
     shoot(stack, page, "new-job")
     page.get_by_role("button", name="Create job").click()
     # Then its page opens, with the schedule in words and the next fires
@@ -316,6 +317,7 @@ def test_a_job_created_in_the_console_runs_and_is_paused(page: Page, stack: Stac
     job_id = page.url.rsplit("/", 1)[1]
     expect(title(page)).to_contain_text("console-heartbeat")
     expect(title(page)).to_contain_text("ACTIVE")
+    expect(page.get_by_text("priority high")).to_be_visible()
     expect(page.get_by_test_id("schedule-description")).to_have_text("Every 2 seconds")
     expect(page.get_by_role("list", name="next fires").locator("li")).to_have_count(5)
     # And its runs appear as they happen, delivered with the payload

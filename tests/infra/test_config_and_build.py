@@ -114,12 +114,12 @@ def test_target_grants_group_patterns_by_action() -> None:
 
 
 def test_worker_functions_take_room_from_planner_groups_naming_both() -> None:
-    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 186
+    assert planner_groups_max(1) == PLANNER_GROUPS_MAX == 183
     most = planner_groups_max(WORKER_FUNCTIONS_MAX)
     assert StageConfig(worker_functions=WORKER_FUNCTIONS_MAX, planner_groups=most).worker_functions == 10
     context = {"tickwork": {"planner_groups": PLANNER_GROUPS_MAX, "worker_functions": 2}}
     with pytest.raises(
-        ConfigError, match=r"tickwork:worker_functions: .*at most 182 planner_groups, not 186"
+        ConfigError, match=r"tickwork:worker_functions: .*at most 178 planner_groups, not 183"
     ):
         StageConfig.from_context(_context(context))
 
@@ -129,7 +129,7 @@ def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resou
     tmp_path: Path, worker_functions: int
 ) -> None:
     """Each planner group adds an EventBridge rule and its Lambda permission to the one stack, each worker
-    function past the first its function, role, policy, log group, mapping and two alarms."""
+    function past the first its function, role, policy, log group, a mapping per run queue and two alarms."""
     groups = planner_groups_max(worker_functions)
     context = {
         **FULL_CONTEXT,
@@ -139,8 +139,8 @@ def test_the_most_planner_groups_keep_the_stack_within_cloudformations_500_resou
     }
     synthesized = synthesize(tmp_path, context)
     assert len(synthesized.of_type("AWS::Events::Rule")) == groups
-    # the worker functions' mappings and the indexer's
-    assert len(synthesized.of_type("AWS::Lambda::EventSourceMapping")) == worker_functions + 1
+    # the worker functions' mappings, one per priority's run queue, and the indexer's
+    assert len(synthesized.of_type("AWS::Lambda::EventSourceMapping")) == 3 * worker_functions + 1
     budget = (
         OTHER_RESOURCES
         + RESOURCES_PER_PLANNER_GROUP * groups

@@ -200,7 +200,7 @@ CASES: list[Any] = [
     ),
     # --- top level --------------------------------------------------------------------------------------
     pytest.param(
-        expect(create(priority="high"), 400, UNKNOWN, "priority"),
+        expect(create(urgency="high"), 400, UNKNOWN, "urgency"),
         id="unknown-top-level-field",
     ),
     pytest.param(
@@ -254,6 +254,16 @@ CASES: list[Any] = [
             "retry.jitter must be one of full, equal, none",
         ),
         id="unknown-retry-jitter",
+    ),
+    pytest.param(
+        expect(
+            create(priority="urgent"), 400, FIELD, "priority", "priority must be one of high, normal, low"
+        ),
+        id="unknown-priority",
+    ),
+    pytest.param(
+        expect(create(priority=1), 400, FIELD, "priority"),
+        id="priority-not-a-string",
     ),
     pytest.param(
         expect(create(concurrency_key="db", max_concurrency=0), 400, FIELD, "max_concurrency"),
@@ -621,8 +631,20 @@ CASES: list[Any] = [
     ],
     # --- changing an existing job -----------------------------------------------------------------------
     pytest.param(
-        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, UNKNOWN, "priority", body={"priority": "high"}),
+        Case("PATCH", f"/v1/jobs/{JOB_ID}", 400, UNKNOWN, "urgency", body={"urgency": "high"}),
         id="patch-unknown-field",
+    ),
+    pytest.param(
+        Case(
+            "PATCH",
+            f"/v1/jobs/{JOB_ID}",
+            400,
+            FIELD,
+            "priority",
+            body={"priority": "urgent"},
+            mentions="priority must be one of high, normal, low",
+        ),
+        id="patch-unknown-priority",
     ),
     pytest.param(
         Case(

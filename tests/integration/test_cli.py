@@ -153,6 +153,26 @@ def test_create_from_flags(cli: Cli) -> None:
     assert cli("jobs", "get", job["job_id"], "-o", "json").json()["name"] == "daily-report"
 
 
+def test_priority_is_set_at_create_changed_by_update_and_shown(cli: Cli) -> None:
+    created = cli(
+        "jobs", "create", "--name", "urgent-sync", "--rate", "1m", "--url", "https://hooks.example.com/sync",
+        "--priority", "high", "-o", "json",
+    )  # fmt: skip
+    assert created.code == 0, created.err
+    job_id = created.json()["job_id"]
+    assert created.json()["priority"] == "high"
+
+    updated = cli("jobs", "update", job_id, "--priority", "low", "-o", "json")
+    assert updated.code == 0, updated.err
+    assert updated.json()["priority"] == "low"
+    assert re.search(r"^priority\s+low$", cli("jobs", "get", job_id).out, re.MULTILINE)
+
+    refused = cli("jobs", "update", job_id, "--priority", "urgent")
+    assert refused.code != 0
+    assert "urgent" in refused.err
+    assert cli("jobs", "get", job_id, "-o", "json").json()["priority"] == "low"
+
+
 def test_create_prints_a_readable_summary_by_default(cli: Cli) -> None:
     result = cli(
         "jobs", "create", "--name", "every-ten", "--rate", "10s", "--url", "https://hooks.example.com/x"

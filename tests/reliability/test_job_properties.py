@@ -541,7 +541,7 @@ job_bodies = st.one_of(
     clean_bodies,
     job_bodies,
     job_bodies,
-    st.tuples(job_bodies, garbage).map(lambda pair: {**pair[0], "priority": pair[1]}),
+    st.tuples(job_bodies, garbage).map(lambda pair: {**pair[0], "urgency": pair[1]}),
 )
 
 _unique = itertools.count()

@@ -94,6 +94,7 @@ def test_defaults_match_the_design() -> None:
         "jitter_seconds": 0,
         "concurrency_key": None,
         "max_concurrency": None,
+        "priority": "normal",
         "delivery": "at_least_once",
         "description": None,
         "tags": {},
@@ -149,6 +150,7 @@ def test_the_design_example_is_accepted_as_is() -> None:
         "jitter_seconds": 0,
         "concurrency_key": None,
         "max_concurrency": None,
+        "priority": "normal",
     }
 
 

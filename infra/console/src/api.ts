@@ -70,6 +70,7 @@ export interface Job {
   misfire_policy: string;
   overlap_policy: string;
   jitter_seconds: number;
+  priority: "high" | "normal" | "low";
   description: string | null;
   created_at: string;
   next_fire_at: string | null;

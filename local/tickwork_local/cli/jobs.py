@@ -40,6 +40,7 @@ from tickwork_local.cli.options import (
     OutputOption,
     OverlapOption,
     PayloadOption,
+    PriorityOption,
     RateOption,
     TargetJsonOption,
     TimezoneOption,
@@ -168,6 +169,7 @@ def create(
     description: DescriptionOption = None,
     misfire_policy: MisfireOption = None,
     overlap_policy: OverlapOption = None,
+    priority: PriorityOption = None,
     max_attempts: MaxAttemptsOption = None,
     idempotency_key: IdempotencyKeyOption = None,
     output: OutputOption = None,
@@ -190,6 +192,7 @@ def create(
         description=description,
         misfire_policy=misfire_policy,
         overlap_policy=overlap_policy,
+        priority=priority,
         max_attempts=max_attempts,
     )
     spec = build_job_spec(base, flags)
@@ -360,6 +363,7 @@ def update(
             metavar="N", min=1, show_default=False, help="with --overlap-policy allow: at most N at once"
         ),
     ] = None,
+    priority: PriorityOption = None,
     max_attempts: MaxAttemptsOption = None,
     delivery: Annotated[
         Delivery | None, typer.Option(show_default=False, help="at_least_once (default) or at_most_once")
@@ -439,6 +443,7 @@ def update(
         "overlap_policy": overlap_policy,
         "max_concurrent_runs": max_concurrent_runs,
         "jitter_seconds": jitter,
+        "priority": priority,
         "delivery": delivery,
     }
     patch.update({key: value for key, value in simple.items() if value is not None})

@@ -317,6 +317,15 @@ MisfireOption = Annotated[
         help="what to do with fires missed during an outage or a pause (default fire_once)",
     ),
 ]
+Priority = Literal["high", "normal", "low"]
+PriorityOption = Annotated[
+    Priority | None,
+    typer.Option(
+        "--priority",
+        show_default=False,
+        help="under a backlog, higher priorities start first; none waits over 300 s longer (default normal)",
+    ),
+]
 OverlapPolicy = Literal["allow", "skip", "queue"]
 OverlapOption = Annotated[
     OverlapPolicy | None,

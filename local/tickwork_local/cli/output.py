@@ -441,6 +441,7 @@ def show_job(output: Output, job: Mapping[str, Any]) -> None:
         ("last_run", last),
         ("misfire", f"{text(job.get('misfire_policy'))} (grace {text(job.get('misfire_grace_seconds'))} s)"),
         ("overlap", text(job.get("overlap_policy"))),
+        ("priority", text(job.get("priority", "normal"))),
         ("delivery", text(job.get("delivery"))),
         ("retry", f"up to {text(retry.get('max_attempts'))} attempts" if retry else "-"),
         ("jitter", format_seconds(job["jitter_seconds"]) if job.get("jitter_seconds") else "-"),

@@ -194,6 +194,7 @@ class JobFlags:
     description: str | None = None
     misfire_policy: str | None = None
     overlap_policy: str | None = None
+    priority: str | None = None
     max_attempts: int | None = None
 
 
@@ -248,6 +249,8 @@ def build_job_spec(base: dict[str, Any] | None, flags: JobFlags) -> dict[str, An
         spec["misfire_policy"] = flags.misfire_policy
     if flags.overlap_policy is not None:
         spec["overlap_policy"] = flags.overlap_policy
+    if flags.priority is not None:
+        spec["priority"] = flags.priority
     if flags.max_attempts is not None:
         retry = spec.get("retry")
         spec["retry"] = {**(retry if isinstance(retry, dict) else {}), "max_attempts": flags.max_attempts}

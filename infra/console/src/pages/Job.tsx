@@ -172,7 +172,7 @@ export function Job({ id }: { id: string }) {
             <dt>Policies</dt>
             <dd>
               misfire {data.misfire_policy}, overlap {data.overlap_policy}
-              {data.jitter_seconds ? `, jitter ${data.jitter_seconds} s` : ""}
+              {data.jitter_seconds ? `, jitter ${data.jitter_seconds} s` : ""}, priority {data.priority}
             </dd>
             <dt>Created</dt>
             <dd>

@@ -23,6 +23,7 @@ const FIELD_INPUTS: [string, string][] = [
   ["target", "url"],
   ["payload", "payload"],
   ["retry", "max_attempts"],
+  ["priority", "priority"],
 ];
 
 function inputFor(field: string | null): string {
@@ -59,6 +60,7 @@ interface Form {
   url: string;
   payload: string;
   max_attempts: string;
+  priority: string;
 }
 
 function schedule(form: Form): unknown {
@@ -85,6 +87,7 @@ export function NewJob() {
     url: "",
     payload: "",
     max_attempts: "5",
+    priority: "normal",
   });
   const [errors, setErrors] = useState<Record<string, string>>({});
   const [failure, setFailure] = useState<Error | null>(null);
@@ -138,6 +141,7 @@ export function NewJob() {
       target: { type: "http", url: form.url.trim() },
       payload,
       retry: { max_attempts: Number(form.max_attempts) || form.max_attempts },
+      priority: form.priority,
     };
     const body = JSON.stringify(spec);
     // The same request sent twice (a double click, a retry after a lost answer) keeps its Idempotency-Key.
@@ -254,6 +258,18 @@ export function NewJob() {
               value={form.max_attempts}
               onInput={set("max_attempts")}
             />
+          </Field>
+          <Field
+            label="Priority"
+            name="priority"
+            error={error("priority")}
+            hint="Under a backlog, higher priorities start first; none waits over 300 s longer than without."
+          >
+            <select id="priority" name="priority" value={form.priority} onChange={set("priority")}>
+              <option value="high">high</option>
+              <option value="normal">normal</option>
+              <option value="low">low</option>
+            </select>
           </Field>
           <Problem error={failure} />
           <div class="actions">

@@ -20,6 +20,9 @@ class Settings(BaseModel):
     idempotency_table: str = tables.IDEMPOTENCY.default_name
     run_index_table: str = tables.RUN_INDEX.default_name
     run_queue_url: str | None = None
+    # The high and low priority runs' queues; without them, those runs go to the run queue.
+    run_queue_high_url: str | None = None
+    run_queue_low_url: str | None = None
     dead_run_queue_url: str | None = None
 
     due_shards: int = Field(tables.DEFAULT_DUE_SHARDS, ge=1, le=1024)
@@ -86,6 +89,8 @@ class Settings(BaseModel):
             "idempotency_table": tables.IDEMPOTENCY.env_var,
             "run_index_table": tables.RUN_INDEX.env_var,
             "run_queue_url": tables.RUN_QUEUE.env_var,
+            "run_queue_high_url": tables.RUN_QUEUE_HIGH.env_var,
+            "run_queue_low_url": tables.RUN_QUEUE_LOW.env_var,
             "dead_run_queue_url": tables.DEAD_RUN_QUEUE.env_var,
         }
         for field in cls.model_fields:

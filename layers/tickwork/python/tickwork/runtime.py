@@ -37,6 +37,7 @@ from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
 from tickwork.config import Settings
 from tickwork.domain.models import Job, Run, RunMessage
+from tickwork.domain.priority import PRIORITIES, Priority
 from tickwork.domain.tenants import Principal, Tenant
 from tickwork.observability import PowertoolsMetricSink
 from tickwork.targets import Delivery, LazyClients, Resolver, TargetResult, invoke
@@ -209,13 +210,28 @@ class Runtime:
             return self.queue_override
         if not self.settings.run_queue_url:
             return NoRunQueue()
-        return SqsRunQueue(self.sqs, queue_url=self.settings.run_queue_url)
+        return SqsRunQueue(
+            self.sqs,
+            queue_url=self.settings.run_queue_url,
+            queue_urls={"high": self.settings.run_queue_high_url, "low": self.settings.run_queue_low_url},
+        )
 
     @property
     def queue_url(self) -> str:
         if not self.settings.run_queue_url:
             raise RuntimeError(f"{tables.RUN_QUEUE.env_var} is not set")
         return self.settings.run_queue_url
+
+    @property
+    def queue_urls(self) -> dict[Priority, str]:
+        """The run queue of each priority that has one, highest first (``normal``'s is the run queue; a
+        priority without one sends to it)."""
+        configured = {
+            "high": self.settings.run_queue_high_url,
+            "normal": self.queue_url,
+            "low": self.settings.run_queue_low_url,
+        }
+        return {priority: url for priority in PRIORITIES if (url := configured[priority])}
 
     @cached_property
     def dead_runs(self) -> DeadLetters:

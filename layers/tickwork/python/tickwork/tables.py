@@ -273,9 +273,24 @@ class QueueDefinition:
 
 RUN_QUEUE_DLQ = QueueDefinition("runs-dlq", "TICKWORK_RUN_DLQ_URL")
 RUN_QUEUE = QueueDefinition("runs", "TICKWORK_RUN_QUEUE_URL", dead_letter=RUN_QUEUE_DLQ)
+# The runs of high and low priority jobs have queues of their own (normal ones keep the run queue), each
+# consumed by workers of its own: a backlog in one never holds the others' runs behind it.
+RUN_QUEUE_HIGH = QueueDefinition("runs-high", "TICKWORK_RUN_QUEUE_HIGH_URL", dead_letter=RUN_QUEUE_DLQ)
+RUN_QUEUE_LOW = QueueDefinition("runs-low", "TICKWORK_RUN_QUEUE_LOW_URL", dead_letter=RUN_QUEUE_DLQ)
+RUN_QUEUES_BY_PRIORITY: dict[str, QueueDefinition] = {
+    "high": RUN_QUEUE_HIGH,
+    "normal": RUN_QUEUE,
+    "low": RUN_QUEUE_LOW,
+}
 DEAD_RUN_QUEUE = QueueDefinition("dead-runs", "TICKWORK_DEAD_RUN_QUEUE_URL")
 # A dead-letter queue comes before the queue that names it, so it exists when that one is created.
-ALL_QUEUES: tuple[QueueDefinition, ...] = (RUN_QUEUE_DLQ, RUN_QUEUE, DEAD_RUN_QUEUE)
+ALL_QUEUES: tuple[QueueDefinition, ...] = (
+    RUN_QUEUE_DLQ,
+    RUN_QUEUE,
+    RUN_QUEUE_HIGH,
+    RUN_QUEUE_LOW,
+    DEAD_RUN_QUEUE,
+)
 
 
 # --- key builders -----------------------------------------------------------------------------------------

@@ -1,16 +1,17 @@
-"""The run queue (SQS with native delays, the tenant as a fair queue's message group) and the dead-run
-queue."""
+"""The run queues (SQS with native delays, the tenant as a fair queue's message group; one queue per
+priority) and the dead-run queue."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tickwork.app.ports import Dispatch
 from tickwork.domain.models import Run, RunMessage
+from tickwork.domain.priority import DEFAULT_PRIORITY, Priority
 from tickwork.observability import logger
 
 if TYPE_CHECKING:
@@ -30,18 +31,36 @@ def message_body(message: RunMessage) -> str:
 
 
 class SqsRunQueue:
-    def __init__(self, client: SQSClient, *, queue_url: str):
+    """Each message goes to its priority's queue (``queue_urls``; one missing: the normal run queue)."""
+
+    def __init__(
+        self, client: SQSClient, *, queue_url: str, queue_urls: Mapping[Priority, str | None] | None = None
+    ):
         self.client = client
         self.queue_url = queue_url
+        self.queue_urls = {priority: url for priority, url in (queue_urls or {}).items() if url}
+
+    def url_for(self, message: RunMessage) -> str:
+        return self.queue_urls.get(message.priority or DEFAULT_PRIORITY, self.queue_url)
 
     def send(self, dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
-        """Ten to a request; returns the dispatches SQS did not take (a failed request: all of its ten)."""
+        """Ten to a request, each request to one queue; returns the dispatches SQS did not take (a failed
+        request: all of its ten)."""
+        by_queue: dict[str, list[Dispatch]] = {}
+        for dispatch in dispatches:
+            by_queue.setdefault(self.url_for(dispatch.message), []).append(dispatch)
+        unsent: list[Dispatch] = []
+        for queue_url, queued in by_queue.items():
+            unsent.extend(self._send(queue_url, queued, now))
+        return unsent
+
+    def _send(self, queue_url: str, dispatches: Sequence[Dispatch], now: datetime) -> list[Dispatch]:
         unsent: list[Dispatch] = []
         for start in range(0, len(dispatches), BATCH_SIZE):
             batch = list(dispatches[start : start + BATCH_SIZE])
             try:
                 response = self.client.send_message_batch(
-                    QueueUrl=self.queue_url,
+                    QueueUrl=queue_url,
                     Entries=[
                         {
                             "Id": str(index),
@@ -67,7 +86,7 @@ class SqsRunQueue:
 
     def send_later(self, message: RunMessage, delay_seconds: int) -> None:
         self.client.send_message(
-            QueueUrl=self.queue_url,
+            QueueUrl=self.url_for(message),
             MessageBody=message_body(message),
             DelaySeconds=max(0, min(MAX_DELAY_SECONDS, delay_seconds)),
             MessageGroupId=message.tenant_id,

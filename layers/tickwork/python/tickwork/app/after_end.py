@@ -28,6 +28,7 @@ from tickwork.domain.fires import is_last_fire, next_in_chain
 from tickwork.domain.lanes import Lane
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Attempt, Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.observability import logger
 
@@ -163,6 +164,7 @@ class AfterEnd:
                 tenant_id=job.tenant_id,
                 run_id=scheduled_run_id(job.job_id, following),
                 sent_at=to_epoch_ms(self.clock()),
+                priority=message_priority(job.priority),
             )
             self.queue.send_later(message, 0)
 
@@ -183,6 +185,7 @@ class AfterEnd:
             run_id=scheduled_run_id(job.job_id, following),
             sent_at=to_epoch_ms(self.clock()),
             chain_until=chain.until,
+            priority=message_priority(job.priority),
         )
         self.queue.send_later(step, 0)
 

@@ -25,6 +25,7 @@ from tickwork.domain.arrival import MAX_DELAY_SECONDS
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Job, Run, RunMessage, RunStatus
 from tickwork.domain.pools import LeaseTerms, continuation_terms, continued, new_lease_token
+from tickwork.domain.priority import message_priority
 from tickwork.domain.retry import OutcomeClass, decide_retry
 from tickwork.domain.tenants import Tenant
 from tickwork.domain.timeutil import to_epoch_ms
@@ -191,7 +192,10 @@ class Attempts:
             )
             if soon:
                 retry = RunMessage(
-                    tenant_id=waiting.tenant_id, run_id=waiting.run_id, attempt=waiting.attempt + 1
+                    tenant_id=waiting.tenant_id,
+                    run_id=waiting.run_id,
+                    attempt=waiting.attempt + 1,
+                    priority=message_priority(job.priority),
                 )
                 self.queue.send_later(retry, delay)
             return waiting

@@ -33,6 +33,7 @@ from tickwork.app.ports import (
 from tickwork.domain.arrival import joined_chain
 from tickwork.domain.fires import FirePlan, due_at, plan_fires
 from tickwork.domain.models import Job, JobStatus, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.observability import logger
 
@@ -210,6 +211,7 @@ class Planner:
                     run_id=scheduled_run_id(job.job_id, fire_at),
                     sent_at=sent,
                     chain_until=_decided(job, fire_at, now),
+                    priority=message_priority(job.priority),
                 ),
                 due_at(job, fire_at),
             )
@@ -222,6 +224,7 @@ class Planner:
                 run_id=scheduled_run_id(job.job_id, first),
                 sent_at=sent,
                 chain_until=to_epoch_ms(last),
+                priority=message_priority(job.priority),
             )
             dispatches.insert(0, Dispatch(message, now))
         return dispatches

@@ -41,6 +41,7 @@ from tickwork.domain.models import (
 )
 from tickwork.domain.patch import merge_patch
 from tickwork.domain.pools import PoolBacklog, pool_target_of
+from tickwork.domain.priority import Priority, message_priority
 from tickwork.domain.run_index import chunks_below, read_index
 from tickwork.domain.run_listing import Position, RunFilter, decode_cursor, encode_cursor, merge
 from tickwork.domain.schedule import (
@@ -298,7 +299,7 @@ class JobService:
             if written.current is None:
                 raise InvalidState("the run could not be stored; try again")
             return written.current
-        return self._send(run, now)
+        return self._send(run, now, priority=job.priority)
 
     # --- runs ---------------------------------------------------------------------------------------------
     def list_runs(
@@ -429,7 +430,7 @@ class JobService:
                 "the run changed meanwhile" + (f"; it is {current.status.value}" if current else ""),
                 run_status=current.status if current else None,
             )
-        return self._send(reopened, now, attempt=run.attempt + 1)
+        return self._send(reopened, now, attempt=run.attempt + 1, priority=job.priority)
 
     # --- read-only helpers --------------------------------------------------------------------------------
     @staticmethod
@@ -491,10 +492,17 @@ class JobService:
         )
 
     # --- internals ----------------------------------------------------------------------------------------
-    def _send(self, run: Run, now: datetime, *, attempt: int | None = None) -> Run:
-        """Send a stored run's message; ENQUEUED once sent, else PLANNED for the sweeper."""
+    def _send(
+        self, run: Run, now: datetime, *, attempt: int | None = None, priority: Priority | None = None
+    ) -> Run:
+        """Send a stored run's message; ENQUEUED once sent, else PLANNED for the sweeper. Without its job's
+        ``priority`` it goes to the normal queue, and the worker sends it on in its job's if it waits."""
         message = RunMessage(
-            tenant_id=run.tenant_id, run_id=run.run_id, sent_at=to_epoch_ms(now), attempt=attempt
+            tenant_id=run.tenant_id,
+            run_id=run.run_id,
+            sent_at=to_epoch_ms(now),
+            attempt=attempt,
+            priority=message_priority(priority) if priority is not None else None,
         )
         if self.queue.send([Dispatch(message, now)], now):
             return run

@@ -74,6 +74,7 @@ from tickwork.domain.models import (
     parse_run_id,
 )
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
+from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.errors import NotFound
 from tickwork.observability import logger
@@ -176,6 +177,10 @@ class Worker:
             logger.warning("message for an unknown job dropped", extra={"run_id": message.run_id})
             return "unknown job"
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
+        if message.priority != message_priority(job.priority):
+            # Sent without its job's priority (by the sweeper), or before it changed: any send from here on
+            # goes to the queue of the job's priority.
+            message = message.model_copy(update={"priority": message_priority(job.priority)})
         try:
             if job.jitter_seconds and key.fire_ms is not None and message.attempt is None:
                 fire = from_epoch_ms(key.fire_ms)

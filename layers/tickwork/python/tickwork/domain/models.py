@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from tickwork.domain.priority import DEFAULT_PRIORITY, Priority
 from tickwork.domain.timeutil import to_epoch_ms, to_rfc3339, to_utc
 
 # Validation context of a job read back from the store: rules tightened since it was accepted do not apply.
@@ -528,6 +529,9 @@ class JobSpec(StrictModel):
     """With ``max_concurrency``: at most that many runs of the tenant's jobs sharing this key run at once;
     the others wait, and start within a second of a place freeing."""
     max_concurrency: MaxConcurrency | None = None
+    priority: Priority = DEFAULT_PRIORITY
+    """Under a backlog, higher priorities start first; none waits more than 300 s longer than it would
+    without priorities (:mod:`tickwork.domain.priority`)."""
     delivery: Delivery = "at_least_once"
     description: Description | None = None
     tags: JobTags = Field(default_factory=dict)
@@ -577,6 +581,7 @@ class JobPatch(StrictModel):
     jitter_seconds: JitterSeconds | None = None
     concurrency_key: ConcurrencyKey | None = None
     max_concurrency: MaxConcurrency | None = None
+    priority: Priority | None = None
     delivery: Delivery | None = None
     description: Description | None = None
     tags: JobTags | None = None
@@ -756,6 +761,8 @@ class RunMessage(StrictModel):
     """Set on a retry's message: the attempt it starts (the run item says where the run stands)."""
     start_at: int | None = Field(None, ge=0)
     """A run over its tenant's throttle: the start it reserved (epoch ms), which it waits for."""
+    priority: Priority | None = None
+    """The job's priority, which picks the queue the message goes to; absent for ``normal``."""
 
 
 class RunSummary(StrictModel):
