@@ -694,17 +694,19 @@ class LocalStack:
             for item in page["Items"]
             if "job_count" in item
         )
-        attributes = current.sqs.get_queue_attributes(QueueUrl=current.queue_url, AttributeNames=["All"])[
-            "Attributes"
-        ]
-        depth = sum(
-            int(attributes.get(name, 0))
-            for name in (
-                "ApproximateNumberOfMessages",
-                "ApproximateNumberOfMessagesNotVisible",
-                "ApproximateNumberOfMessagesDelayed",
+        depth = 0
+        for queue_url in current.queue_urls.values():  # the three priorities' run queues
+            attributes = current.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])[
+                "Attributes"
+            ]
+            depth += sum(
+                int(attributes.get(name, 0))
+                for name in (
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                )
             )
-        )
         recent = self.metrics.recent()
         lags = sorted(int(value) for value in recent.get("TriggerLagMs", []))
         started, succeeded = (

@@ -83,26 +83,37 @@ def test_memory_and_timeouts_come_from_the_config(full_stack: Synthesized) -> No
         assert (properties["MemorySize"], properties["Timeout"]) == (memory, timeout)
 
 
-def test_each_worker_function_has_its_own_mapping_on_the_run_queue_with_capped_concurrency(
+def test_each_worker_function_has_its_own_mapping_on_each_run_queue_with_capped_concurrency(
     synthesized: Synthesized,
 ) -> None:
+    """One mapping per worker function and priority's run queue: a backlog of one priority takes none of
+    another's pollers or concurrency."""
     config = synthesized.stack.config
-    run_queue = {"Fn::GetAtt": [synthesized.logical_id(synthesized.stack.storage.run_queue), "Arn"]}
+    run_queues = [
+        {"Fn::GetAtt": [synthesized.logical_id(queue), "Arn"]}
+        for queue in synthesized.stack.storage.run_queues.values()
+    ]
+    assert len({json.dumps(queue) for queue in run_queues}) == 3
     mappings = [
         mapping
         for mapping in synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
         if "FunctionResponseTypes" in mapping["Properties"]  # the SQS mappings; the stream's is below
     ]
-    assert len(mappings) == config.worker_functions == len(synthesized.stack.worker_functions)
+    assert len(mappings) == 3 * config.worker_functions == 3 * len(synthesized.stack.worker_functions)
     for mapping in mappings:
         properties = mapping["Properties"]
-        assert properties["EventSourceArn"] == run_queue
+        assert properties["EventSourceArn"] in run_queues
         assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert properties["ScalingConfig"] == {"MaximumConcurrency": config.worker_max_concurrency}
         assert properties["BatchSize"] == config.worker_batch_size
-    consumers = sorted(mapping["Properties"]["FunctionName"]["Ref"] for mapping in mappings)
-    assert consumers == sorted(
-        synthesized.logical_id(worker.function) for worker in synthesized.stack.worker_functions
+    pairs = sorted(
+        (mapping["Properties"]["FunctionName"]["Ref"], json.dumps(mapping["Properties"]["EventSourceArn"]))
+        for mapping in mappings
+    )
+    assert pairs == sorted(
+        (synthesized.logical_id(worker.function), json.dumps(queue))
+        for worker in synthesized.stack.worker_functions
+        for queue in run_queues
     )
 
 

@@ -35,10 +35,21 @@ def test_dead_letter_depth_of_one_alarms(synthesized: Synthesized, name: str, qu
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
 
 
-def test_run_queue_age_alarm(synthesized: Synthesized) -> None:
+def test_run_queue_age_alarm_takes_the_oldest_of_the_three_priorities_queues(
+    synthesized: Synthesized,
+) -> None:
     alarm = _alarm(synthesized, "RunQueueOldMessage")
-    assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage"
-    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": _queue(synthesized, "run_queue")}]
+    metrics = {query["Id"]: query for query in alarm["Metrics"]}
+    assert metrics["expr_1"]["Expression"] == "MAX([high, normal, low])"
+    queues = synthesized.stack.storage.run_queues
+    for priority, queue in queues.items():
+        stat = metrics[priority]["MetricStat"]
+        assert stat["Metric"]["MetricName"] == "ApproximateAgeOfOldestMessage"
+        assert stat["Metric"]["Dimensions"] == [
+            {"Name": "QueueName", "Value": {"Fn::GetAtt": [synthesized.logical_id(queue), "QueueName"]}}
+        ]
+        assert stat["Stat"] == "Maximum"
+        assert metrics[priority]["ReturnData"] is False
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
     assert alarm["Threshold"] == synthesized.stack.config.queue_age_alarm_seconds
 

@@ -154,7 +154,7 @@ def test_run_queue_visibility_is_at_least_six_worker_timeouts(synthesized: Synth
 
 def test_every_queue_is_encrypted_and_refuses_plain_http(default_stack: Synthesized) -> None:
     queues = default_stack.of_type("AWS::SQS::Queue")
-    assert len(queues) == 3
+    assert len(queues) == 5  # the three priorities' run queues, their dead-letter queue, the dead runs
     for queue in queues.values():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True
     policies = default_stack.of_type("AWS::SQS::QueuePolicy")
@@ -165,4 +165,4 @@ def test_every_queue_is_encrypted_and_refuses_plain_http(default_stack: Synthesi
         if statement["Effect"] == "Deny"
         and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     ]
-    assert len(secured) == 3
+    assert len(secured) == 5
