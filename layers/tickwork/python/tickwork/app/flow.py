@@ -16,6 +16,7 @@ from tickwork import tables
 from tickwork.app.ports import JobStore, TenantGauges, TenantSlots, TenantStore, TenantThrottles
 from tickwork.domain.flow import KeyFlow, SlotCounts, TenantFlow, count_slots, sum_waiting
 from tickwork.domain.lanes import MAX_WAITERS_PER_SHARD, slot_shards
+from tickwork.domain.tenants import Tenant
 from tickwork.domain.throttle import throttle_of
 from tickwork.domain.timeutil import EPOCH
 
@@ -53,7 +54,7 @@ class FlowReader:
             running_from="in_flight_slots" if limit is not None else "sampled_runs",
             waiting=waiting,
             waiting_capped=capped,
-            throttled=self._throttled(tenant_id, now),
+            throttled=self._throttled(tenant, now),
             keys=list(keys.values()),
         )
 
@@ -71,13 +72,13 @@ class FlowReader:
         items = [self.slots.get(group, shard) for shard in range(len(slot_shards(limit)))]
         return count_slots(items, now, cap=MAX_WAITERS_PER_SHARD)
 
-    def _throttled(self, tenant_id: str, now: datetime) -> int:
-        throttle = throttle_of(self.tenants.get(tenant_id))
+    def _throttled(self, tenant: Tenant, now: datetime) -> int:
+        throttle = throttle_of(tenant)
         if throttle is None:
             return 0
         now_us = (now - EPOCH) // timedelta(microseconds=1)
         return sum(
-            throttle.booked_ahead(self.throttles.time_of(tenant_id, shard), now_us)
+            throttle.booked_ahead(self.throttles.time_of(tenant.tenant_id, shard), now_us)
             for shard in range(throttle.shards)
         )
 
