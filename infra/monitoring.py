@@ -41,6 +41,16 @@ def tickwork_metric(
     )
 
 
+def tenant_gauges(name: str) -> cloudwatch.MathExpression:
+    """One series per tenant (dimension ``tenant_id``) of a flow-control gauge, found by a search: tenants
+    are not known when the stack is built, and a search costs no resource."""
+    return cloudwatch.MathExpression(
+        expression=f"SEARCH('{{{NAMESPACE},service,tenant_id}} MetricName=\"{name}\"', 'Maximum', 60)",
+        label=name,
+        period=MINUTE,
+    )
+
+
 class Monitoring(Construct):
     def __init__(
         self,
@@ -247,6 +257,12 @@ class Monitoring(Construct):
                 right=[
                     tickwork_metric("PoolRunOldestWaitMs", statistic="Maximum", label="longest wait (ms)")
                 ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Flow control by tenant (while runs wait)",
+                left=[tenant_gauges("TenantRunsWaiting"), tenant_gauges("TenantRunsThrottled")],
+                right=[tenant_gauges("TenantRunsRunning")],
                 width=12,
             ),
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=12),

@@ -432,8 +432,9 @@ def test_a_dead_run_is_retried_from_the_dead_letter_view_and_its_attempts_read(
 
 
 def test_the_health_page_shows_the_stats_and_the_lag_over_time(page: Page, stack: Stack) -> None:
-    # Given at least one run in the last hour
+    # Given at least one run in the last hour, and a job that names a concurrency key
     job = stack.job("console-health", "/console-health")
+    stack.job("console-keyed", "/console-keyed", concurrency_key="console-db", max_concurrency=3)
     run = stack.api("POST", f"/v1/jobs/{job['job_id']}/trigger", headers={"Idempotency-Key": "health"})
     assert wait_for(
         lambda: stack.api("GET", f"/v1/runs/{quote(run['run_id'], safe='')}")["status"] == "SUCCEEDED",
@@ -449,6 +450,15 @@ def test_the_health_page_shows_the_stats_and_the_lag_over_time(page: Page, stack
     history = page.get_by_role("region", name="lag history")
     expect(history.locator("canvas").first).to_be_visible()
     expect(history).to_contain_text(re.compile(r"From \d+ runs"))
+    # And flow control: the tenant's running, waiting and throttled runs, its limits, and each key's counts
+    flow = page.get_by_role("region", name="flow control")
+    for metric in ("running", "waiting", "throttled"):
+        expect(flow.locator(f".tile[data-metric={metric}] strong")).to_have_text(re.compile(r"^\d+\+?$"))
+    expect(flow.locator("[data-field=throttle]")).to_have_text(re.compile(r"^(none|\d+/s, burst \d+)$"))
+    key = flow.get_by_role("table", name="concurrency keys").locator("tr[data-key=console-db]")
+    expect(key.locator("[data-field=max]")).to_have_text("3")
+    expect(key.locator("[data-field=running]")).to_have_text("0")
+    expect(key.locator("[data-field=waiting]")).to_have_text("0")
     shoot(stack, page, "health")
 
 
@@ -568,6 +578,9 @@ def test_every_page_fits_a_phone(phone: Page, stack: Stack) -> None:
     assert_fits(phone, "run")
     phone.goto("/health")
     expect(phone.get_by_role("region", name="lag history").locator("canvas").first).to_be_visible()
+    expect(
+        phone.get_by_role("region", name="flow control").locator(".tile[data-metric=waiting]")
+    ).to_be_visible()
     assert_fits(phone, "health")
     phone.goto("/no-such-page")
     expect(title(phone)).to_have_text("Not found")

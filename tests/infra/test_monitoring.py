@@ -204,5 +204,8 @@ def test_dashboard_shows_lag_outcomes_queues_worker_and_planner(synthesized: Syn
         '"PoolLeasesLapsed"',
         '"PoolRunsWaitingLong"',
         '"PoolRunOldestWaitMs"',
+        "TenantRunsWaiting",
+        "TenantRunsThrottled",
+        "TenantRunsRunning",
     ):
         assert expected in body, expected

@@ -25,7 +25,7 @@ import typer
 import yaml
 from tickwork import tables
 from tickwork.adapters.tenants import DynamoTenantStore
-from tickwork.domain.tenants import Tenant
+from tickwork.domain.tenants import Tenant, TenantChanges
 from tickwork.targets.envelope import Delivery, envelope_body, webhook_headers
 from tickwork_local.cli import main, make_receiver
 from tickwork_local.cli.app import app
@@ -1008,6 +1008,28 @@ def test_stats(cli: Cli) -> None:
     assert "ACTIVE 1, PAUSED 1" in table.out
     assert "ENQUEUED 1" in table.out
     assert "queue depth" in table.out
+
+
+def test_stats_show_flow_control_for_the_tenant_and_each_concurrency_key(cli: Cli, dynamodb: Any) -> None:
+    DynamoTenantStore(dynamodb, table=tables.TENANTS.default_name).update(
+        "acme", TenantChanges(max_concurrent_runs=4, max_runs_per_second=10, burst=20)
+    )
+    keyed = {
+        "name": "etl",
+        "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"},
+        "target": {"type": "http", "url": "https://hooks.example.com/etl"},
+        "concurrency_key": "warehouse-db",
+        "max_concurrency": 2,
+    }
+    assert cli("apply", "-f", "-", stdin=json.dumps([keyed])).code == 0
+    document = cli("stats", "-o", "json").json()
+    assert document["flow"]["keys"] == [
+        {"key": "warehouse-db", "max_concurrency": 2, "running": 0, "waiting": 0, "waiting_capped": False}
+    ]
+    table = cli("stats")
+    assert "flow control:" in table.out
+    assert re.search(r"tenant\s.*max 4, throttle 10/s, burst 20\s.*0\s.*0\s.*0", table.out), table.out
+    assert re.search(r"key warehouse-db\s.*max 2\s.*0\s.*0", table.out), table.out
 
 
 # --- errors -------------------------------------------------------------------------------------------------

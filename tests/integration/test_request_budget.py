@@ -339,13 +339,14 @@ def test_stats_read_the_same_requests_whatever_the_tenants_job_count(engine: Eng
     stats = engine.runtime.service.stats("acme", START)
 
     # Then the runs come from the index, and no job is read one by one: besides the job counts (the
-    # jobs-by-tenant index's small entries, a page a megabyte), a few queries of the run index, and one read
-    # of the tenant's item for its pools (it has none)
+    # jobs-by-tenant index's small entries, a page a megabyte), a few queries of the run index, and three
+    # reads of the tenant's item: its pools (it has none), its settings and its concurrency keys (none, and
+    # no limit or throttle: no slot or throttle item is read)
     assert stats.sampled_runs == 60 and stats.runs["SUCCEEDED"] == 60
     assert stats.jobs["ACTIVE"] == jobs
     assert stats.pools == []
     assert set(meter.tally.requests) == {"dynamodb.Query", "dynamodb.GetItem"}
-    assert meter.tally.requests["dynamodb.GetItem"] == 1
+    assert meter.tally.requests["dynamodb.GetItem"] == 3
     SEEN[("stats", jobs)] = meter.tally.requests["dynamodb.Query"] - job_counts
     if ("stats", 10) in SEEN and ("stats", 2000) in SEEN:
         assert SEEN[("stats", 10)] == SEEN[("stats", 2000)]

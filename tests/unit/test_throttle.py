@@ -54,3 +54,43 @@ def test_a_high_rate_is_split_over_items_each_under_the_items_share() -> None:
     assert throttle.shards == 4
     assert throttle.interval_us == 1_000_000 // (2_000 // 4)
     assert 2_000 / throttle.shards <= MAX_STARTS_PER_ITEM
+
+
+# --- runs booked ahead: the throttled count -----------------------------------------------------------------
+def booked(rate: int, burst: int | None, count: int, later_us: int) -> tuple[int, int]:
+    """(the count from the TAT alone, the count of the ``count`` starts asked for at once that are still
+    after ``later_us``), for a throttle at rest before them."""
+    throttle = throttle_of(tenant(max_runs_per_second=rate, **({"burst": burst} if burst else {})))
+    assert throttle is not None
+    tat, found = NOW, []
+    for _ in range(count):
+        tat = max(tat, NOW) + throttle.interval_us
+        found.append(throttle.start_us(tat, NOW))
+    now = NOW + later_us
+    return throttle.booked_ahead(tat, now), sum(1 for start in found if start > now)
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(10, 20), (10, None), (3, 7), (100, 100), (1, 5)])
+@pytest.mark.parametrize("later_us", [0, 1, 99_999, 100_000, 1_000_000, 5_432_100, 60_000_000])
+def test_the_runs_booked_ahead_are_exactly_the_starts_reserved_after_now(
+    rate: int, burst: int | None, later_us: int
+) -> None:
+    from_tat, counted = booked(rate, burst, 20 * rate, later_us)
+    assert from_tat == counted
+
+
+def test_200_runs_at_once_under_10_a_second_with_a_burst_of_20_leave_all_but_the_burst_throttled() -> None:
+    throttle = throttle_of(tenant(max_runs_per_second=10, burst=20))
+    assert throttle is not None
+    from_tat, counted = booked(10, 20, 200, 0)
+    assert from_tat == counted == 200 - throttle.capacity
+    # Ten a second come off it.
+    assert booked(10, 20, 200, 1_000_000)[0] == 200 - throttle.capacity - 10
+
+
+def test_a_throttle_at_rest_or_within_its_burst_books_nothing_ahead() -> None:
+    throttle = throttle_of(tenant(max_runs_per_second=10, burst=20))
+    assert throttle is not None
+    assert throttle.booked_ahead(None, NOW) == 0
+    assert throttle.booked_ahead(NOW - 1, NOW) == 0
+    assert throttle.booked_ahead(NOW + throttle.capacity * throttle.interval_us, NOW) == 0

@@ -138,8 +138,31 @@ export interface PoolStats {
   oldest_wait_seconds: number | null;
 }
 
+export interface KeyFlow {
+  key: string;
+  max_concurrency: number;
+  running: number;
+  waiting: number;
+  waiting_capped: boolean;
+}
+
+/** The tenant's flow control: its limits, and the runs they hold (running, waiting, throttled). */
+export interface Flow {
+  max_concurrent_runs: number | null;
+  max_runs_per_second: number | null;
+  burst: number | null;
+  disabled: boolean;
+  running: number;
+  running_from: "in_flight_slots" | "sampled_runs";
+  waiting: number;
+  waiting_capped: boolean;
+  throttled: number;
+  keys: KeyFlow[];
+}
+
 export interface Stats {
   pools?: PoolStats[];
+  flow?: Flow | null;
   jobs: Record<string, number>;
   runs: Record<string, number>;
   trigger_lag_ms: Record<string, number | null>;

@@ -20,8 +20,9 @@ EPILOG = examples(
 def stats(ctx: typer.Context, output: OutputOption = None) -> None:
     """Show the tenant's health.
 
-    Jobs by status, runs by status over the last hour, trigger lag percentiles and queue depth; and each
-    pool's runs waiting for a claim, with how long the oldest has waited."""
+    Jobs by status, runs by status over the last hour, trigger lag percentiles and queue depth; each
+    pool's runs waiting for a claim, with how long the oldest has waited; and flow control: the tenant's
+    limits with its running, waiting and throttled runs, and each concurrency key's."""
     session = Session(ctx, output)
     document = as_json(session.client.stats())
     if session.output.machine:
@@ -52,6 +53,46 @@ def stats(ctx: typer.Context, output: OutputOption = None) -> None:
         session.output.line("pools (runs waiting for a claim):")
         headers = ["POOL", "WAITING", "OLDEST_WAIT", "WAITING_SINCE"]
         session.output.table(headers, pool_rows(pools), empty="none")
+    flow = document.get("flow")
+    if isinstance(flow, dict):
+        session.output.line()
+        session.output.line("flow control:")
+        session.output.table(
+            ["LIMIT", "SETTING", "RUNNING", "WAITING", "THROTTLED"], flow_rows(flow), empty="none"
+        )
+
+
+def flow_rows(flow: dict[str, Any]) -> list[list[Cell]]:
+    """The tenant's row (its limits; running from its in-flight slots, or marked ~ when from sampled runs),
+    then a row per concurrency key."""
+
+    def limit(value: Any) -> str:
+        return "none" if value is None else text(value)
+
+    def waiting(counts: dict[str, Any]) -> str:
+        return f"{text(counts.get('waiting'))}{'+' if counts.get('waiting_capped') else ''}"
+
+    rate = flow.get("max_runs_per_second")
+    throttle = "none" if rate is None else f"{text(rate)}/s, burst {text(flow.get('burst') or rate)}"
+    setting = f"max {limit(flow.get('max_concurrent_runs'))}, throttle {throttle}"
+    if flow.get("disabled"):
+        setting += ", DISABLED"
+    running = text(flow.get("running"))
+    if flow.get("running_from") == "sampled_runs":
+        running = f"~{running}"
+    rows: list[list[Cell]] = [["tenant", setting, running, waiting(flow), text(flow.get("throttled"))]]
+    for key in flow.get("keys") or []:
+        if isinstance(key, dict):
+            rows.append(
+                [
+                    f"key {text(key.get('key'))}",
+                    f"max {text(key.get('max_concurrency'))}",
+                    text(key.get("running")),
+                    waiting(key),
+                    "-",
+                ]
+            )
+    return rows
 
 
 def pool_rows(pools: list[dict[str, Any]]) -> list[list[Cell]]:

@@ -1,4 +1,4 @@
-import { type PoolStats, RUN_STATUSES, type Run, api } from "../api";
+import { type Flow, type PoolStats, RUN_STATUSES, type Run, api } from "../api";
 import { Chart, Problem, Status, When } from "../components";
 import { milliseconds, percentile } from "../format";
 import { usePoll } from "../hooks";
@@ -109,6 +109,79 @@ function Pools({ pools }: { pools: PoolStats[] }) {
   );
 }
 
+/** Flow control: the tenant's limits with its running, waiting and throttled runs, and each concurrency key. */
+function FlowControl({ flow }: { flow: Flow }) {
+  const rate = flow.max_runs_per_second;
+  const sampled = flow.running_from === "sampled_runs";
+  return (
+    <section class="card" aria-label="flow control">
+      <h2>Flow control</h2>
+      <div class="tiles" aria-label="flow counts">
+        <div class="tile" data-metric="running">
+          <span class="muted">running{sampled ? " (sampled)" : ""}</span>
+          <strong>{flow.running}</strong>
+        </div>
+        <div class="tile" data-metric="waiting">
+          <span class="muted">waiting for a slot</span>
+          <strong>
+            {flow.waiting}
+            {flow.waiting_capped ? "+" : ""}
+          </strong>
+        </div>
+        <div class="tile" data-metric="throttled">
+          <span class="muted">throttled</span>
+          <strong>{flow.throttled}</strong>
+        </div>
+      </div>
+      <dl class="facts" aria-label="limits">
+        <dt>Max concurrent runs</dt>
+        <dd data-field="max_concurrent_runs">{flow.max_concurrent_runs ?? "none"}</dd>
+        <dt>Throttle</dt>
+        <dd data-field="throttle">{rate === null ? "none" : `${rate}/s, burst ${flow.burst ?? rate}`}</dd>
+        {flow.disabled ? (
+          <>
+            <dt>State</dt>
+            <dd data-field="disabled">disabled: its fires wait</dd>
+          </>
+        ) : null}
+      </dl>
+      {flow.keys.length ? (
+        <table class="list" aria-label="concurrency keys">
+          <thead>
+            <tr>
+              <th>Concurrency key</th>
+              <th>Max</th>
+              <th>Running</th>
+              <th>Waiting</th>
+            </tr>
+          </thead>
+          <tbody>
+            {flow.keys.map((key) => (
+              <tr key={key.key} data-key={key.key}>
+                <td data-label="Concurrency key">
+                  <code>{key.key}</code>
+                </td>
+                <td data-label="Max" data-field="max">
+                  {key.max_concurrency}
+                </td>
+                <td data-label="Running" data-field="running">
+                  {key.running}
+                </td>
+                <td data-label="Waiting" data-field="waiting">
+                  {key.waiting}
+                  {key.waiting_capped ? "+" : ""}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : (
+        <p class="muted">No job names a concurrency key.</p>
+      )}
+    </section>
+  );
+}
+
 /** The tenant's health: GET /v1/stats every few seconds, and the lag percentiles minute by minute. */
 export function Health() {
   const stats = usePoll(() => api.stats(), 5000, []);
@@ -150,6 +223,7 @@ export function Health() {
               link={(status) => `/runs?status=${status}&since=1h`}
             />
           </div>
+          {data.flow ? <FlowControl flow={data.flow} /> : null}
           <Pools pools={data.pools ?? []} />
         </>
       ) : null}

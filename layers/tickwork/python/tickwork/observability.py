@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.tracing.base import BaseProvider, BaseSegment
 
 SERVICE = "tickwork"
@@ -148,3 +148,15 @@ class PowertoolsMetricSink:
     def milliseconds(self, name: str, value: float) -> None:
         with self._lock:
             metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+
+
+class PowertoolsTenantGauges:
+    """Per-tenant gauges, one EMF line each time, outside the invocation's metric set: its dimensions are the
+    whole line's, and the other metrics are not per tenant."""
+
+    def record(self, tenant_id: str, values: Mapping[str, float]) -> None:
+        gauges = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
+        gauges.add_dimension(name="tenant_id", value=tenant_id)
+        for name, value in values.items():
+            gauges.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        gauges.flush_metrics()

@@ -28,10 +28,11 @@ from tickwork.adapters.run_index import DynamoRunIndex
 from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.adapters.throttles import DynamoTenantThrottles
+from tickwork.app.flow import FlowReader
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.pools import PoolService
-from tickwork.app.ports import DeadLetters, Dispatch, Metrics, RunQueue
+from tickwork.app.ports import DeadLetters, Dispatch, Metrics, NoTenantGauges, RunQueue, TenantGauges
 from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
@@ -39,7 +40,7 @@ from tickwork.config import Settings
 from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.priority import PRIORITIES, Priority
 from tickwork.domain.tenants import Principal, Tenant
-from tickwork.observability import PowertoolsMetricSink
+from tickwork.observability import PowertoolsMetricSink, PowertoolsTenantGauges
 from tickwork.targets import Delivery, LazyClients, Resolver, TargetResult, invoke
 
 if TYPE_CHECKING:
@@ -138,6 +139,7 @@ class Runtime:
     sqs: SQSClient
     queue_override: RunQueue | None = None
     metrics: Metrics = field(default_factory=PowertoolsMetricSink)
+    gauges: TenantGauges = field(default_factory=PowertoolsTenantGauges)
     worker_id: str = field(default_factory=lambda: f"worker-{uuid.uuid4().hex[:12]}")
     resolver: Resolver = socket.getaddrinfo
     """How webhook hosts are resolved before their addresses are checked; tests name made-up hosts."""
@@ -304,10 +306,15 @@ class Runtime:
             tenants=self.tenants,
             queue=self.queue,
             planner=self.planner,
+            flow=self.flow,
             allow_private_targets=self.settings.allow_private_targets,
             aws_targets=self.settings.aws_target_policy(),
             max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
         )
+
+    @cached_property
+    def flow(self) -> FlowReader:
+        return FlowReader(jobs=self.jobs, slots=self.slots, throttles=self.throttles, tenants=self.tenants)
 
     @cached_property
     def indexer(self) -> Indexer:
@@ -353,6 +360,7 @@ class Runtime:
             dead_letters=self.dead_runs,
             execute=execute or self.execute,
             metrics=self.metrics,
+            gauges=self.gauges,
             clock=clock,
             sleep=sleep,
             worker_id=worker_id or self.worker_id,
@@ -378,8 +386,10 @@ def build_runtime(
     sqs: Any = None,
     queue: RunQueue | None = None,
     metrics: Metrics | None = None,
+    gauges: TenantGauges | None = None,
 ) -> Runtime:
-    """Wire the adapters; clients are built here unless given (tests pass moto's)."""
+    """Wire the adapters; clients are built here unless given (tests pass moto's). Given metrics (tests, the
+    local stack) come without per-tenant gauges unless those are given too."""
     built = Runtime(
         settings=settings,
         dynamodb=dynamodb or boto3.client("dynamodb", config=_CLIENT_CONFIG),
@@ -388,6 +398,9 @@ def build_runtime(
     )
     if metrics is not None:
         built.metrics = metrics
+        built.gauges = gauges or NoTenantGauges()
+    elif gauges is not None:
+        built.gauges = gauges
     return built
 
 

@@ -234,6 +234,9 @@ RATE_COUNT = "count"
 TENANTS_TTL = "expires_at"
 # On the tenant's item: the pools its jobs have named (a string set), kept by the job writes that name one.
 TENANT_POOLS = "pools"
+# On the tenant's item: the concurrency keys its jobs have named, each as "<max_concurrency>:<key>" (a string
+# set, capped: ``tickwork.domain.flow.MAX_KEYS_KEPT``), kept by the job writes that name one.
+TENANT_CONCURRENCY_KEYS = "concurrency_keys"
 
 TENANTS = TableDefinition(
     logical_name="tenants",

@@ -22,6 +22,7 @@ from tickwork.adapters.dynamo import (
 from tickwork.adapters.expressions import Update
 from tickwork.adapters.lanes import lane_from_item
 from tickwork.app.ports import Page
+from tickwork.domain.flow import MAX_KEYS_KEPT, key_entry, keys_of
 from tickwork.domain.lanes import Lane
 from tickwork.domain.models import STORED, Job, JobStatus
 from tickwork.domain.pools import pool_target_of
@@ -356,6 +357,34 @@ class DynamoJobStore:
             Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
             **update.expression(),
         )
+
+    def note_concurrency_key(self, tenant_id: str, key: str, max_concurrency: int) -> None:
+        """Put the key and its limit in the tenant's keys (its item's string set): one write, unless the set
+        holds its cap of others already."""
+        update = Update()
+        keys, entry = update.name(tables.TENANT_CONCURRENCY_KEYS), key_entry(key, max_concurrency)
+        update.add(tables.TENANT_CONCURRENCY_KEYS, frozenset({entry}))
+        update.where(f"attribute_exists({update.name(tables.TENANTS_PK)})")
+        update.where(
+            f"attribute_not_exists({keys}) OR size({keys}) < {update.value(MAX_KEYS_KEPT)}"
+            f" OR contains({keys}, {update.value(entry)})"
+        )
+        update_if(
+            self.client,
+            TableName=self.tenants_table,
+            Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            **update.expression(),
+        )
+
+    def concurrency_keys(self, tenant_id: str) -> dict[str, int]:
+        """The concurrency keys the tenant's jobs have named: one read of the tenant's item."""
+        response = self.client.get_item(
+            TableName=self.tenants_table,
+            Key=to_item({tables.TENANTS_PK: tables.tenant_key(tenant_id)}),
+            ProjectionExpression="#keys",
+            ExpressionAttributeNames={"#keys": tables.TENANT_CONCURRENCY_KEYS},
+        )
+        return keys_of(response.get("Item", {}).get(tables.TENANT_CONCURRENCY_KEYS, {}).get("SS", []))
 
     def pools(self, tenant_id: str) -> list[str]:
         """The pools the tenant's jobs have named: one read of the tenant's item."""

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
+# On a slot item: the runs waiting for its limit, by run id, each with when its note lapses (epoch ms).
+WAITERS = "waiters"
+_WAITER_TRIES = 3
+
+
 def holder_to_value(holder: Holder) -> dict[str, Any]:
     return {
         "token": holder.token,
@@ -49,6 +54,7 @@ def lane_from_item(item: dict[str, Any]) -> Lane:
         holders=holders,
         chain_until=from_epoch_ms(chain) if chain else None,
         chain_from=from_epoch_ms(first) if first else None,
+        waiters={run_id: from_epoch_ms(until) for run_id, until in (values.get(WAITERS) or {}).items()},
     )
 
 
@@ -64,9 +70,21 @@ class HolderItems:
         response = self.client.get_item(TableName=self.table, Key=self.key(owner, part), ConsistentRead=True)
         return lane_from_item(response["Item"]) if "Item" in response else Lane()
 
-    def claim(self, owner: str, part: str, *, seen: Lane, holder: Holder, drop: Sequence[str]) -> Lane | None:
-        """Add the holder and drop the ended ones, conditional on the version read: one write, the lease."""
+    def claim(
+        self,
+        owner: str,
+        part: str,
+        *,
+        seen: Lane,
+        holder: Holder,
+        drop: Sequence[str],
+        forget: Sequence[str] = (),
+    ) -> Lane | None:
+        """Add the holder and drop the ended ones, conditional on the version read: one write, the lease.
+        ``forget``: waiting notes (of ``seen``) to drop in the same write, the holder's own among them."""
         update = Update()
+        for run_id in forget:
+            update.remove_raw(f"{update.name(WAITERS)}.{update.name(run_id)}")
         if seen.version == 0 or not seen.holders:
             kept = {r: holder_to_value(h) for r, h in seen.holders.items() if r not in drop}
             update.set(holders={**kept, holder.run_id: holder_to_value(holder)})
@@ -97,6 +115,37 @@ class HolderItems:
         update.remove_raw(entry)
         update.where(f"{entry}.{update.name('token')} = {update.value(token)}")
         return self._if(owner, part, update)
+
+    def note_waiter(
+        self, owner: str, part: str, run_id: str, until: datetime, *, seen: Lane, drop: Sequence[str]
+    ) -> None:
+        """Note the run as waiting until ``until`` and drop the lapsed notes ``drop``; nothing when the run
+        holds a slot of this item meanwhile. Holders are untouched, so no version is taken."""
+        in_map = bool(seen.waiters)  # a guess: an item whose notes were all dropped keeps an empty map
+        for _ in range(_WAITER_TRIES):
+            update = Update()
+            waiters, run = update.name(WAITERS), update.name(run_id)
+            if in_map:
+                update.set_raw(f"{waiters}.{run} = {update.value(to_epoch_ms(until))}")
+                for lapsed in drop:
+                    if lapsed != run_id:
+                        update.remove_raw(f"{waiters}.{update.name(lapsed)}")
+                update.where(f"attribute_exists({waiters})")
+            else:
+                update.set_raw(f"{waiters} = {update.value({run_id: to_epoch_ms(until)})}")
+                update.where(f"attribute_not_exists({waiters})")
+            update.where(f"attribute_not_exists({update.name('holders')}.{run})")
+            if self._if(owner, part, update):
+                return
+            in_map = not in_map
+
+    def forget_waiter(self, owner: str, part: str, run_id: str) -> None:
+        """Drop the run's waiting note, if it has one (it took a slot of another item of the limit)."""
+        update = Update()
+        entry = f"{update.name(WAITERS)}.{update.name(run_id)}"
+        update.remove_raw(entry)
+        update.where(f"attribute_exists({entry})")
+        self._if(owner, part, update)
 
     def set_chain(
         self,
@@ -201,9 +250,24 @@ class DynamoTenantSlots:
         return self.items.get(tenant_id, str(shard))
 
     def claim(
-        self, tenant_id: str, shard: int, *, seen: Lane, holder: Holder, drop: Sequence[str]
+        self,
+        tenant_id: str,
+        shard: int,
+        *,
+        seen: Lane,
+        holder: Holder,
+        drop: Sequence[str],
+        forget: Sequence[str] = (),
     ) -> Lane | None:
-        return self.items.claim(tenant_id, str(shard), seen=seen, holder=holder, drop=drop)
+        return self.items.claim(tenant_id, str(shard), seen=seen, holder=holder, drop=drop, forget=forget)
+
+    def note_waiter(
+        self, tenant_id: str, shard: int, run_id: str, until: datetime, *, seen: Lane, drop: Sequence[str]
+    ) -> None:
+        self.items.note_waiter(tenant_id, str(shard), run_id, until, seen=seen, drop=drop)
+
+    def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
+        self.items.forget_waiter(tenant_id, str(shard), run_id)
 
     def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool:
         return self.items.heartbeat(tenant_id, str(shard), holder)

@@ -41,6 +41,17 @@ class DynamoTenantThrottles:
             busy = True  # another start moved it past now meanwhile
         raise RuntimeError(f"the throttle of tenant {tenant_id!r} kept changing")
 
+    def time_of(self, tenant_id: str, shard: int) -> int | None:
+        """The item's time as stored; None when it has none (a throttle at rest)."""
+        answer = self.client.get_item(
+            TableName=self.table,
+            Key=to_item({tables.TENANTS_PK: tables.throttle_key(tenant_id, shard)}),
+            ProjectionExpression="#tat",
+            ExpressionAttributeNames={"#tat": tables.THROTTLE_TAT},
+        )
+        tat = answer.get("Item", {}).get(tables.THROTTLE_TAT)
+        return int(tat["N"]) if tat else None
+
     def _push(self, tenant_id: str, shard: int, now_us: int, interval_us: int) -> int | None:
         """A busy throttle (its time at or past now): its time moved on by one interval."""
         update = Update()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue, StringConstraints
 
 from tickwork.app.service import JobDetails, Preview, RunDetail, TenantStats
 from tickwork.domain.describe import describe_schedule
+from tickwork.domain.flow import KeyFlow, TenantFlow
 from tickwork.domain.models import (
     STORED,
     GivenAsText,
@@ -167,6 +168,71 @@ class PoolStatsOut(BaseModel):
         )
 
 
+class KeyFlowOut(BaseModel):
+    """One concurrency key of the tenant's jobs, counted from its slot items."""
+
+    key: str
+    max_concurrency: int = Field(description="The largest `max_concurrency` a job of the tenant names for it")
+    running: int = Field(description="Attempts holding a slot of the key now (their lease not passed)")
+    waiting: int = Field(
+        description="Runs held back because the key is at `max_concurrency`, noted when first held and"
+        " dropped when they take a slot (a note lapses 60 s after its run stops coming back)"
+    )
+    waiting_capped: bool = Field(
+        description="More runs may wait than `waiting` counts (50 noted per slot item)"
+    )
+
+    @classmethod
+    def of(cls, flow: KeyFlow) -> KeyFlowOut:
+        return cls(
+            key=flow.key,
+            max_concurrency=flow.max_concurrency,
+            running=flow.running,
+            waiting=flow.waiting,
+            waiting_capped=flow.waiting_capped,
+        )
+
+
+class FlowOut(BaseModel):
+    """The tenant's flow control: its limits and what they hold now."""
+
+    max_concurrent_runs: int | None = Field(description="The tenant's in-flight limit; null: none")
+    max_runs_per_second: int | None = Field(description="The tenant's throttle on run starts; null: none")
+    burst: int | None = Field(description="The throttle's burst; null: its rate")
+    disabled: bool
+    running: int = Field(
+        description="With `max_concurrent_runs`: attempts holding one of the tenant's in-flight slots now."
+        " Without: the RUNNING runs among `sampled_runs`. `running_from` says which"
+    )
+    running_from: Literal["in_flight_slots", "sampled_runs"]
+    waiting: int = Field(
+        description="Runs held back by the tenant's `max_concurrent_runs` or by one of its concurrency keys"
+    )
+    waiting_capped: bool = Field(description="More runs may wait than `waiting` counts")
+    throttled: int = Field(
+        description="Runs over `max_runs_per_second` waiting for the later start they reserved, exact from"
+        " the throttle's state"
+    )
+    keys: list[KeyFlowOut] = Field(
+        description="Each concurrency key the tenant's jobs name (up to 100), by key; never another tenant's"
+    )
+
+    @classmethod
+    def of(cls, flow: TenantFlow) -> FlowOut:
+        return cls(
+            max_concurrent_runs=flow.max_concurrent_runs,
+            max_runs_per_second=flow.max_runs_per_second,
+            burst=flow.burst,
+            disabled=flow.disabled,
+            running=flow.running,
+            running_from=flow.running_from,
+            waiting=flow.waiting,
+            waiting_capped=flow.waiting_capped,
+            throttled=flow.throttled,
+            keys=[KeyFlowOut.of(key) for key in flow.keys],
+        )
+
+
 class StatsOut(BaseModel):
     jobs: dict[str, int]
     runs: dict[str, int]
@@ -178,6 +244,7 @@ class StatsOut(BaseModel):
         default_factory=list,
         description="Each pool the tenant's jobs have named, by name, with its runs waiting for a claim",
     )
+    flow: FlowOut | None = Field(None, description="Flow control: running, waiting and throttled runs")
 
     @classmethod
     def of(cls, stats: TenantStats, now: datetime) -> StatsOut:
@@ -189,6 +256,7 @@ class StatsOut(BaseModel):
             window_seconds=stats.window_seconds,
             sampled_runs=stats.sampled_runs,
             pools=[PoolStatsOut.of(backlog, now) for backlog in stats.pools],
+            flow=FlowOut.of(stats.flow) if stats.flow is not None else None,
         )
 
 

@@ -19,14 +19,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tickwork import tables
+from tickwork.app.flow import FlowGauges
 from tickwork.app.lifecycle import RunLifecycle, leased
 from tickwork.app.ports import Lanes, Metrics, TenantSlots, TenantStore, TenantThrottles
 from tickwork.domain.arrival import MAX_DELAY_SECONDS, Candidate
-from tickwork.domain.lanes import Holder, Lane, capacity, ended, live_holders, slot_shards
+from tickwork.domain.lanes import (
+    WAITER_LEASE,
+    Holder,
+    Lane,
+    capacity,
+    ended,
+    live_holders,
+    needs_waiter_note,
+    slot_shards,
+)
 from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.throttle import throttle_of
 from tickwork.domain.timeutil import EPOCH, to_epoch_ms
+from tickwork.observability import logger
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
 CLAIM_TRIES = 5
@@ -94,7 +105,9 @@ class Claims:
         worker_id: str,
         lease_margin: timedelta,
         pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
+        flow: FlowGauges | None = None,
     ):
+        self.flow = flow
         self.lanes = lanes
         self.slots = slots
         self.throttles = throttles
@@ -120,8 +133,21 @@ class Claims:
         if start is not None:
             later = message.model_copy(update={"start_at": to_epoch_ms(start)})
             delay = min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS)
+            self._gauge(job.tenant_id, now)
             return Wait(delay, "throttled: sent again for the start it reserved", "RunsThrottled", later)
-        return self.take_slot(job, run, now)
+        taken = self.take_slot(job, run, now)
+        if isinstance(taken, Wait):
+            self._gauge(job.tenant_id, now)
+        return taken
+
+    def _gauge(self, tenant_id: str, now: datetime) -> None:
+        """The tenant's flow gauges, on a wait only; best effort: the held run is sent again regardless."""
+        if self.flow is None:
+            return
+        try:
+            self.flow.on_wait(tenant_id, now)
+        except Exception:
+            logger.warning("the tenant's flow gauges were not put", exc_info=True)
 
     def reserve_start(self, job: Job, run: Run, now: datetime) -> datetime | None:
         """A place under the tenant's throttle on run starts: None to start now, else the later start the
@@ -161,13 +187,20 @@ class Claims:
         return tuple(taken)
 
     def _take(self, group: str, limit: int, job: Job, run: Run, now: datetime) -> Slot | None:
+        """A slot of the limit, tried from the run's home item on; None when every item is full (the run is
+        then noted as waiting on its home item, :func:`needs_waiter_note`) or the run holds one already. A
+        run that was noted drops its note in the write that takes its slot, so a run that starts at once
+        pays nothing for the count."""
         shards = slot_shards(limit)
-        first = tables.stable_shard(run.run_id, len(shards))
+        home = tables.stable_shard(run.run_id, len(shards))
+        home_seen: Lane | None = None
         lease_until = now + self.lease_for(job)
         for offset in range(len(shards)):
-            shard = (first + offset) % len(shards)
+            shard = (home + offset) % len(shards)
             for _ in range(CLAIM_TRIES):
                 slots = self.slots.get(group, shard)
+                if shard == home:
+                    home_seen = slots
                 mine = slots.holders.get(run.run_id)
                 if mine is not None and mine.lease_until > now:
                     # Another delivery of this run holds a place: taking it over would let that delivery's
@@ -186,8 +219,17 @@ class Claims:
                     worker_id=self.worker_id,
                 )
                 gone = [r for r, h in slots.holders.items() if h.lease_until <= now and r != run.run_id]
-                if self.slots.claim(group, shard, seen=slots, holder=holder, drop=gone) is None:
+                forget = [r for r, until in slots.waiters.items() if until <= now or r == run.run_id]
+                if (
+                    self.slots.claim(group, shard, seen=slots, holder=holder, drop=gone, forget=forget)
+                    is None
+                ):
+                    if shard != home and home_seen is not None and run.run_id in home_seen.waiters:
+                        self.slots.forget_waiter(group, home, run.run_id)
                     return Slot(group, shard, holder)
+        if home_seen is not None and needs_waiter_note(home_seen, run.run_id, now):
+            lapsed = [r for r, until in home_seen.waiters.items() if until <= now]
+            self.slots.note_waiter(group, home, run.run_id, now + WAITER_LEASE, seen=home_seen, drop=lapsed)
         return None
 
     def give_back(self, job: Job, slots: tuple[Slot, ...]) -> None:

@@ -3,7 +3,7 @@ and ``tickwork.testing`` holds in-memory fakes of the same."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -135,6 +135,13 @@ class JobStore(Protocol):
     def pools(self, tenant_id: str) -> list[str]:
         """Every pool a job of the tenant has named, in name order."""
 
+    def note_concurrency_key(self, tenant_id: str, key: str, max_concurrency: int) -> None:
+        """Remember that a job of the tenant names ``key`` with ``max_concurrency``, while the tenant has
+        named fewer than ``MAX_KEYS_KEPT`` (key, limit) pairs."""
+
+    def concurrency_keys(self, tenant_id: str) -> dict[str, int]:
+        """Every concurrency key a job of the tenant has named, with the largest limit named for it."""
+
 
 class DueShards(Protocol):
     """The due index's shards beyond the current count: jobs written while the count was higher."""
@@ -178,13 +185,30 @@ class TenantSlots(Protocol):
     def get(self, tenant_id: str, shard: int) -> Lane: ...
 
     def claim(
-        self, tenant_id: str, shard: int, *, seen: Lane, holder: Holder, drop: Sequence[str]
+        self,
+        tenant_id: str,
+        shard: int,
+        *,
+        seen: Lane,
+        holder: Holder,
+        drop: Sequence[str],
+        forget: Sequence[str] = (),
     ) -> Lane | None:
-        """As :meth:`Lanes.claim`, on the tenant's slot item ``shard``."""
+        """As :meth:`Lanes.claim`, on the tenant's slot item ``shard``; and the waiting notes ``forget``
+        (read in ``seen``) dropped in the same write."""
 
     def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool: ...
 
     def release(self, tenant_id: str, shard: int, run_id: str, token: int) -> bool: ...
+
+    def note_waiter(
+        self, tenant_id: str, shard: int, run_id: str, until: datetime, *, seen: Lane, drop: Sequence[str]
+    ) -> None:
+        """Note the run as waiting for the item's limit until ``until`` (unless it holds a slot of the item
+        meanwhile), dropping the lapsed notes ``drop``; the version stays."""
+
+    def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
+        """Drop the run's waiting note, if it has one."""
 
 
 class TenantThrottles(Protocol):
@@ -192,6 +216,9 @@ class TenantThrottles(Protocol):
 
     def advance(self, tenant_id: str, shard: int, *, now_us: int, interval_us: int) -> int:
         """Atomically move the item's time to ``max(time, now_us) + interval_us``; the time as moved."""
+
+    def time_of(self, tenant_id: str, shard: int) -> int | None:
+        """The item's time as stored (microseconds); None for a throttle at rest (no item)."""
 
 
 class RunStore(Protocol):
@@ -279,6 +306,17 @@ class TenantAdmin(Protocol):
 
     def update(self, tenant_id: str, changes: TenantChanges) -> Tenant:
         """Change the settings given and nothing else; the tenant as changed. Raises NotFound."""
+
+
+class TenantGauges(Protocol):
+    """Per-tenant gauges in CloudWatch (the dimension ``tenant_id``): rare, so each is a line of its own."""
+
+    def record(self, tenant_id: str, values: Mapping[str, float]) -> None: ...
+
+
+class NoTenantGauges:
+    def record(self, tenant_id: str, values: Mapping[str, float]) -> None:
+        return None
 
 
 class Metrics(Protocol):

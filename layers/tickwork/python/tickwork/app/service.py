@@ -19,10 +19,12 @@ from typing import Any
 
 from ulid import ULID
 
+from tickwork.app.flow import FlowReader
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.planner import Planner
 from tickwork.app.ports import Dispatch, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
+from tickwork.domain.flow import TenantFlow
 from tickwork.domain.lanes import Holder, Lane, ended
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, TERMINAL, WAITING
 from tickwork.domain.models import (
@@ -108,6 +110,8 @@ class TenantStats:
     sampled_runs: int
     window_seconds: int = int(STATS_WINDOW.total_seconds())
     pools: list[PoolBacklog] = field(default_factory=list)
+    flow: TenantFlow | None = None
+    """Flow control: None where the service has no reader of it (a deployment always has one)."""
 
 
 class JobService:
@@ -121,6 +125,7 @@ class JobService:
         queue: RunQueue,
         planner: Planner,
         allow_private_targets: bool,
+        flow: FlowReader | None = None,
         aws_targets: AwsTargetPolicy | None = None,
         max_target_timeout_seconds: int = 900,
     ):
@@ -131,6 +136,7 @@ class JobService:
         self.tenants = tenants
         self.queue = queue
         self.planner = planner
+        self.flow = flow
         self.allow_private_targets = allow_private_targets
         self.aws_targets = aws_targets
         self.max_target_timeout_seconds = max_target_timeout_seconds
@@ -157,6 +163,7 @@ class JobService:
             updated_at=now,
         )
         job = created.model_copy(update={"next_fire_at": first_fire(created, now)})
+        self._note_concurrency_key(job)
         self.jobs.create(job, max_jobs=tenant.max_jobs)
         return self._details(self._plan(job, now), now)
 
@@ -215,6 +222,7 @@ class JobService:
             # update of a pool job notes its pool (one small write), so a pool job from before the tenant's
             # pools were kept joins them at its next update.
             self.jobs.note_pool(tenant_id, pool.pool)
+        self._note_concurrency_key(updated)
         if reopening:
             # A completed job given a schedule that fires again (a new `at`, a later `end_at`) is ACTIVE
             # again.
@@ -472,13 +480,19 @@ class JobService:
         schedule, not a backlog, and are not counted: counting them would read every job of the tenant.
 
         And each pool the tenant's jobs have named: its runs waiting for a claim (counted up to
-        ``STATS_POOL_CAP``) and how long the oldest has waited, two queries of the pool index per pool."""
+        ``STATS_POOL_CAP``) and how long the oldest has waited, two queries of the pool index per pool.
+
+        And its flow control (:mod:`tickwork.app.flow`): a read per slot item of its limits and keys and per
+        throttle item; without an in-flight limit its running count is the sample's RUNNING runs."""
         job_counts = self.jobs.count_by_status(tenant_id)
         window = RunFilter(since=now - STATS_WINDOW)
         chunks = self.index.chunks(tenant_id, below_ms=None, since_ms=to_epoch_ms(now - STATS_WINDOW))
         samples = read_index(chunks, window, before=None, want=STATS_SAMPLE, budget=STATS_BUDGET).entries
         by_status = Counter(sample.status.value for sample in samples)
         lags = sorted(sample.lag_ms for sample in samples if sample.lag_ms is not None)
+        flow = self.flow.tenant_flow(tenant_id, now) if self.flow is not None else None
+        if flow is not None and flow.running_from == "sampled_runs":
+            flow = flow.counted_from_sample(by_status.get(RunStatus.RUNNING.value, 0))
         return TenantStats(
             jobs={status.value: job_counts.get(status, 0) for status in JobStatus},
             runs={status.value: by_status.get(status.value, 0) for status in RunStatus},
@@ -489,9 +503,16 @@ class JobService:
                 self.runs.pool_backlog(tenant_id, pool, now=now, cap=STATS_POOL_CAP)
                 for pool in self.jobs.pools(tenant_id)
             ],
+            flow=flow,
         )
 
     # --- internals ----------------------------------------------------------------------------------------
+    def _note_concurrency_key(self, job: Job) -> None:
+        """Before the job is written, as its pool: a crash between leaves a key named by no job (counted as
+        idle), never a key the stats do not know. One small write, for a job with a key only."""
+        if job.concurrency_key is not None and job.max_concurrency is not None:
+            self.jobs.note_concurrency_key(job.tenant_id, job.concurrency_key, job.max_concurrency)
+
     def _send(
         self, run: Run, now: datetime, *, attempt: int | None = None, priority: Priority | None = None
     ) -> Run:

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from tickwork.app.after_end import AfterEnd, Ended
 from tickwork.app.attempt import Attempts, Execute
 from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Wait
+from tickwork.app.flow import FlowGauges, FlowReader
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.lost_attempts import LostAttempts
 from tickwork.app.ports import (
@@ -40,6 +41,7 @@ from tickwork.app.ports import (
     Metrics,
     RunQueue,
     RunStore,
+    TenantGauges,
     TenantSlots,
     TenantStore,
     TenantThrottles,
@@ -112,6 +114,7 @@ class Worker:
         lease_margin: timedelta = timedelta(seconds=30),
         pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
         rng: random.Random | None = None,
+        gauges: TenantGauges | None = None,
     ):
         self.jobs = jobs
         self.lanes = lanes
@@ -141,6 +144,9 @@ class Worker:
             worker_id=worker_id,
             lease_margin=lease_margin,
             pool_wait_alarm=pool_wait_alarm,
+            flow=FlowGauges(FlowReader(jobs=jobs, slots=slots, throttles=throttles, tenants=tenants), gauges)
+            if gauges is not None
+            else None,
         )
         self.attempts = Attempts(
             execute=execute,

@@ -13,7 +13,7 @@ item once (to end), and the next claimant, which reads the holder's run item any
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import Field
 
@@ -22,6 +22,12 @@ from tickwork.domain.models import Instant, Job, StrictModel
 MAX_CONCURRENT_RUNS = 50
 # A tenant's in-flight limit is split over slot items of at most this many slots each.
 SLOTS_PER_SHARD = 10
+# A run held back by a slot limit is noted as waiting on the slot item it tried first, for this long: its
+# next holds (every second or two) renew the note once half of it has passed, so a run that stops waiting
+# without taking a slot (cancelled, paused, dead-lettered) drops out of the count on its own.
+WAITER_LEASE = timedelta(seconds=60)
+# Waiters noted per slot item at most: the item stays small to read; past it the count says "at least".
+MAX_WAITERS_PER_SHARD = 50
 
 
 class Holder(StrictModel):
@@ -46,6 +52,10 @@ class Lane(StrictModel):
     chain_from: Instant | None = None
     """The chain's first fire: every fire from it to ``chain_until`` runs in the chain, in order (None: a
     chain recorded without it, taken to cover every fire up to ``chain_until``)."""
+    waiters: dict[str, Instant] = Field(default_factory=dict)
+    """On a slot item only: the runs held back by its limit that tried it first, by run id, each with the
+    time its note lapses (:data:`WAITER_LEASE`). Noted and dropped without a new version: they change no
+    holder."""
 
 
 def capacity(job: Job) -> int | None:
@@ -60,6 +70,20 @@ def slot_shards(limit: int) -> list[int]:
     count = -(-limit // SLOTS_PER_SHARD)
     base, extra = divmod(limit, count)
     return [base + (1 if index < extra else 0) for index in range(count)]
+
+
+def live_waiters(slots: Lane, now: datetime) -> set[str]:
+    """The runs noted as waiting on a slot item whose note has not lapsed."""
+    return {run_id for run_id, until in slots.waiters.items() if until > now}
+
+
+def needs_waiter_note(slots: Lane, run_id: str, now: datetime) -> bool:
+    """Whether a run held back by the slot item's limit should write its waiting note: not noted yet, or its
+    note half lapsed; never when the item holds its cap of waiters (the count then says "at least")."""
+    until = slots.waiters.get(run_id)
+    if until is not None:
+        return until - now < WAITER_LEASE / 2
+    return len(live_waiters(slots, now)) < MAX_WAITERS_PER_SHARD
 
 
 def ended(holder: Holder, recorded_token: int | None) -> bool:

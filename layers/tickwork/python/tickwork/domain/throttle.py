@@ -37,6 +37,15 @@ class Throttle:
         """When a start that moved the TAT to ``tat_us`` may happen: ``now_us`` or later."""
         return max(now_us, tat_us - self.capacity * self.interval_us)
 
+    def booked_ahead(self, tat_us: int | None, now_us: int) -> int:
+        """How many starts this item has reserved for later than ``now_us``: the runs it throttled that are
+        still waiting. The k-th start back from the TAT was given ``TAT - k * interval - capacity *
+        interval`` (or now), so those later than now number ``ceil((TAT - now) / interval) - capacity``,
+        none when the TAT is within the burst (or absent: a throttle at rest)."""
+        if tat_us is None or tat_us <= now_us:
+            return 0
+        return max(0, math.ceil((tat_us - now_us) / self.interval_us) - self.capacity)
+
 
 def throttle_of(tenant: Tenant) -> Throttle | None:
     """The tenant's throttle, per item; None without ``max_runs_per_second``."""

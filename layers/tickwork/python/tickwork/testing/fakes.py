@@ -9,13 +9,14 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from tickwork import tables
 from tickwork.app.ports import Dispatch, Expect, Page, Written
+from tickwork.domain.flow import MAX_KEYS_KEPT, key_entry, keys_of
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
@@ -101,7 +102,14 @@ class FakeTenantSlots:
             return self.items.get((tenant_id, shard), Lane())
 
     def claim(
-        self, tenant_id: str, shard: int, *, seen: Lane, holder: Holder, drop: Sequence[str]
+        self,
+        tenant_id: str,
+        shard: int,
+        *,
+        seen: Lane,
+        holder: Holder,
+        drop: Sequence[str],
+        forget: Sequence[str] = (),
     ) -> Lane | None:
         with self.lock:
             self.writes += 1
@@ -110,10 +118,31 @@ class FakeTenantSlots:
                 return current
             holders = {r: h for r, h in current.holders.items() if r not in drop}
             holders[holder.run_id] = holder
+            waiters = {r: until for r, until in current.waiters.items() if r not in forget}
             self.items[(tenant_id, shard)] = current.model_copy(
-                update={"version": current.version + 1, "holders": holders}
+                update={"version": current.version + 1, "holders": holders, "waiters": waiters}
             )
             return None
+
+    def note_waiter(
+        self, tenant_id: str, shard: int, run_id: str, until: datetime, *, seen: Lane, drop: Sequence[str]
+    ) -> None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, shard)
+            if run_id in current.holders:
+                return
+            waiters = {r: u for r, u in current.waiters.items() if r not in drop or r == run_id}
+            waiters[run_id] = until
+            self.items[(tenant_id, shard)] = current.model_copy(update={"waiters": waiters})
+
+    def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
+        with self.lock:
+            current = self.get(tenant_id, shard)
+            if run_id in current.waiters:
+                self.writes += 1
+                waiters = {r: u for r, u in current.waiters.items() if r != run_id}
+                self.items[(tenant_id, shard)] = current.model_copy(update={"waiters": waiters})
 
     def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool:
         with self.lock:
@@ -151,6 +180,7 @@ class FakeJobStore:
         self.names: dict[tuple[str, str], str] = {}
         self.counts: dict[str, int] = {}
         self.pools_named: dict[str, set[str]] = {}
+        self.keys_named: dict[str, set[str]] = {}
         self.lock = threading.RLock()
 
     def create(self, job: Job, *, max_jobs: int) -> None:
@@ -303,6 +333,17 @@ class FakeJobStore:
     def pools(self, tenant_id: str) -> list[str]:
         with self.lock:
             return sorted(self.pools_named.get(tenant_id, ()))
+
+    def note_concurrency_key(self, tenant_id: str, key: str, max_concurrency: int) -> None:
+        with self.lock:
+            named = self.keys_named.setdefault(tenant_id, set())
+            entry = key_entry(key, max_concurrency)
+            if len(named) < MAX_KEYS_KEPT or entry in named:
+                named.add(entry)
+
+    def concurrency_keys(self, tenant_id: str) -> dict[str, int]:
+        with self.lock:
+            return keys_of(self.keys_named.get(tenant_id, ()))
 
 
 class FakeRunStore:
@@ -586,6 +627,10 @@ class FakeTenantThrottles:
             self.writes += 1
             return moved
 
+    def time_of(self, tenant_id: str, shard: int) -> int | None:
+        with self._lock:
+            return self.times.get((tenant_id, shard))
+
 
 class FakeTenants:
     """Tenants, and ``tokens``: bearer token -> tenant id."""
@@ -622,6 +667,18 @@ class CountingMetrics:
     def milliseconds(self, name: str, value: float) -> None:
         with self.lock:
             self.timings.setdefault(name, []).append(value)
+
+
+@dataclass
+class RecordingGauges:
+    """Per-tenant gauges as put: (tenant, values) in order."""
+
+    recorded: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, tenant_id: str, values: Mapping[str, float]) -> None:
+        with self.lock:
+            self.recorded.append((tenant_id, dict(values)))
 
 
 class FakeClock:

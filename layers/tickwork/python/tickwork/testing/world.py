@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tickwork.app.flow import FlowReader
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
 from tickwork.app.pools import PoolService
@@ -36,6 +37,7 @@ from tickwork.testing.fakes import (
     FakeTenants,
     FakeTenantSlots,
     FakeTenantThrottles,
+    RecordingGauges,
 )
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -81,6 +83,7 @@ class World:
         self.queue = FakeRunQueue(self.clock)
         self.letters = FakeDeadLetters()
         self.metrics = CountingMetrics()
+        self.gauges = RecordingGauges()
         self.tenants = FakeTenants(
             *(
                 Tenant(tenant_id=t, name=t, signing_secret=f"secret-{t}", created_at=START)
@@ -116,6 +119,7 @@ class World:
             queue=self.queue,
             planner=self.planner,
             allow_private_targets=True,
+            flow=FlowReader(jobs=self.jobs, slots=self.slots, throttles=self.throttles, tenants=self.tenants),
         )
         self.default_worker = self.worker("w1")
         self.pools = PoolService(
@@ -148,6 +152,7 @@ class World:
             sleep=self.clock.sleep,
             worker_id=worker_id,
             pool_wait_alarm=self.pool_wait_alarm,
+            gauges=self.gauges,
         )
 
     def execute(self, job: Job, run: Run, tenant: Tenant) -> TargetResult:
