@@ -6,10 +6,21 @@ from __future__ import annotations
 import heapq
 import random
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from tickwork.domain.priority import AGING_BOUND, PRIORITIES, Priority, message_priority, offset_ms, order_key
+from tickwork.domain.priority import (
+    AGING_BOUND,
+    AHEAD_NOTE,
+    AHEAD_RENEW,
+    PRIORITIES,
+    Priority,
+    message_priority,
+    needs_ahead_note,
+    offset_ms,
+    order_key,
+    yields_to,
+)
 
 
 def test_offsets_spread_over_the_bound_high_first() -> None:
@@ -82,3 +93,37 @@ def test_no_run_waits_longer_than_its_offset_more_than_without_priorities(seed: 
         # a run's service of slack: a run already started is never interrupted
         assert keyed[run.index] - plain[run.index] <= offset_ms(run.priority) + 100, run
     assert int(AGING_BOUND.total_seconds() * 1000) == offset_ms("low")
+
+
+NOW_AT = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("priority", "waited_s", "ahead", "expected"),
+    [
+        ("low", 0, {"high": 5}, "high"),
+        ("low", 299, {"high": 5}, "high"),
+        ("low", 300, {"high": 5}, None),  # waited the whole difference: takes the slot
+        ("low", 149, {"normal": 5}, "normal"),
+        ("low", 150, {"normal": 5}, None),
+        ("normal", 100, {"high": 5}, "high"),
+        ("normal", 150, {"high": 5}, None),
+        ("normal", 0, {"low": 5}, None),  # never to a lower priority
+        ("high", 0, {"high": 5, "normal": 5}, None),  # nor to its own
+        ("low", 0, {"high": -1}, None),  # a lapsed note
+        ("low", 0, {}, None),
+    ],
+)
+def test_a_run_leaves_a_free_slot_to_a_higher_priority_until_it_waited_their_offsets_difference(
+    priority: Priority, waited_s: int, ahead: dict[Priority, int], expected: Priority | None
+) -> None:
+    notes = {other: NOW_AT + timedelta(seconds=seconds) for other, seconds in ahead.items()}
+    assert yields_to(priority, timedelta(seconds=waited_s), notes, NOW_AT) == expected
+
+
+def test_only_priorities_someone_yields_to_are_noted_and_renewed_near_their_end() -> None:
+    assert not needs_ahead_note("low", {}, NOW_AT)
+    assert needs_ahead_note("high", {}, NOW_AT)
+    assert needs_ahead_note("normal", {"high": NOW_AT + AHEAD_NOTE}, NOW_AT)
+    assert not needs_ahead_note("high", {"high": NOW_AT + AHEAD_RENEW + timedelta(seconds=1)}, NOW_AT)
+    assert needs_ahead_note("high", {"high": NOW_AT + AHEAD_RENEW - timedelta(seconds=1)}, NOW_AT)

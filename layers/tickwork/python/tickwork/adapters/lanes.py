@@ -12,6 +12,7 @@ from tickwork import tables
 from tickwork.adapters.dynamo import from_item, is_conditional_failure, to_item
 from tickwork.adapters.expressions import Update
 from tickwork.domain.lanes import Holder, Lane
+from tickwork.domain.priority import PRIORITIES, Priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 
 if TYPE_CHECKING:
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 
 # On a slot item: the runs waiting for its limit, by run id, each with when its note lapses (epoch ms).
 WAITERS = "waiters"
+# On a slot item: each priority's note that its runs wait for the limit, until when (epoch ms), one attribute
+# a priority so a note is one SET with no map to create first.
+AHEAD = "ahead_"
 _WAITER_TRIES = 3
 
 
@@ -55,6 +59,11 @@ def lane_from_item(item: dict[str, Any]) -> Lane:
         chain_until=from_epoch_ms(chain) if chain else None,
         chain_from=from_epoch_ms(first) if first else None,
         waiters={run_id: from_epoch_ms(until) for run_id, until in (values.get(WAITERS) or {}).items()},
+        ahead={
+            priority: from_epoch_ms(values[AHEAD + priority])
+            for priority in PRIORITIES
+            if AHEAD + priority in values
+        },
     )
 
 
@@ -138,6 +147,15 @@ class HolderItems:
             if self._if(owner, part, update):
                 return
             in_map = not in_map
+
+    def note_ahead(self, owner: str, part: str, priority: Priority, until: datetime) -> None:
+        """Note that runs of ``priority`` wait for the item's limit until ``until`` (never moved back).
+        Holders are untouched, so no version is taken."""
+        update = Update()
+        note = update.name(AHEAD + priority)
+        update.set_raw(f"{note} = {update.value(to_epoch_ms(until))}")
+        update.where(f"attribute_not_exists({note}) OR {note} < {update.value(to_epoch_ms(until))}")
+        self._if(owner, part, update)
 
     def forget_waiter(self, owner: str, part: str, run_id: str) -> None:
         """Drop the run's waiting note, if it has one (it took a slot of another item of the limit)."""
@@ -268,6 +286,9 @@ class DynamoTenantSlots:
 
     def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
         self.items.forget_waiter(tenant_id, str(shard), run_id)
+
+    def note_ahead(self, tenant_id: str, shard: int, priority: Priority, until: datetime) -> None:
+        self.items.note_ahead(tenant_id, str(shard), priority, until)
 
     def heartbeat(self, tenant_id: str, shard: int, holder: Holder) -> bool:
         return self.items.heartbeat(tenant_id, str(shard), holder)

@@ -35,8 +35,9 @@ from tickwork.domain.lanes import (
 )
 from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
+from tickwork.domain.priority import AHEAD_NOTE, needs_ahead_note, yields_to
 from tickwork.domain.throttle import throttle_of
-from tickwork.domain.timeutil import EPOCH, to_epoch_ms
+from tickwork.domain.timeutil import EPOCH, from_epoch_ms, to_epoch_ms
 from tickwork.observability import logger
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
@@ -135,7 +136,7 @@ class Claims:
             delay = min(math.ceil((start - now).total_seconds()), MAX_DELAY_SECONDS)
             self._gauge(job.tenant_id, now)
             return Wait(delay, "throttled: sent again for the start it reserved", "RunsThrottled", later)
-        taken = self.take_slot(job, run, now)
+        taken = self.take_slot(job, run, now, message)
         if isinstance(taken, Wait):
             self._gauge(job.tenant_id, now)
         return taken
@@ -163,11 +164,14 @@ class Claims:
         start_us = throttle.start_us(moved, now_us)
         return None if start_us <= now_us else EPOCH + timedelta(microseconds=start_us)
 
-    def take_slot(self, job: Job, run: Run, now: datetime) -> tuple[Slot, ...] | Wait:
+    def take_slot(
+        self, job: Job, run: Run, now: datetime, message: RunMessage | None = None
+    ) -> tuple[Slot, ...] | Wait:
         """A slot of each limit the attempt counts against (its concurrency key's ``max_concurrency``, the
-        tenant's in-flight limit): the slots, none when there is no limit; a Wait when one is full. Slots
-        are spread over items of a few each, so no item takes every run's write. A pool run takes none: the
-        tenant's own workers bound what they run."""
+        tenant's in-flight limit): the slots, none when there is no limit; a Wait when one is full, or when
+        a free slot is left to a higher priority's waiting runs. Slots are spread over items of a few each,
+        so no item takes every run's write. A pool run takes none: the tenant's own workers bound what they
+        run. A held run's message carries when it was first held (``held_since``), which ages it."""
         tenant = self.tenants.get(job.tenant_id)
         if pool_target_of(job) is not None:
             return ()
@@ -177,23 +181,36 @@ class Claims:
             limits.append((group, job.max_concurrency, AT_KEY_LIMIT))
         if tenant.max_in_flight is not None:
             limits.append((job.tenant_id, tenant.max_in_flight, AT_LIMIT))
+        held_since = message.held_since if message is not None else None
+        waited = now - from_epoch_ms(held_since) if held_since is not None else timedelta(0)
         taken: list[Slot] = []
         for group, limit, full in limits:
-            slot = self._take(group, limit, job, run, now)
-            if slot is None:
+            slot = self._take(group, limit, job, run, now, waited)
+            if not isinstance(slot, Slot):
                 self.give_back(job, tuple(taken))
-                return full
+                wait = full if slot is None else Wait(full.seconds, slot)
+                if message is None:
+                    return wait
+                first = held_since if held_since is not None else to_epoch_ms(now)
+                return replace(wait, message=message.model_copy(update={"held_since": first}))
             taken.append(slot)
         return tuple(taken)
 
-    def _take(self, group: str, limit: int, job: Job, run: Run, now: datetime) -> Slot | None:
+    def _take(
+        self, group: str, limit: int, job: Job, run: Run, now: datetime, waited: timedelta
+    ) -> Slot | str | None:
         """A slot of the limit, tried from the run's home item on; None when every item is full (the run is
         then noted as waiting on its home item, :func:`needs_waiter_note`) or the run holds one already. A
         run that was noted drops its note in the write that takes its slot, so a run that starts at once
-        pays nothing for the count."""
+        pays nothing for the count.
+
+        A free slot is left (the reason returned) while runs of a higher priority are noted as waiting for
+        the limit and this run has not waited past the difference of their offsets (:func:`yields_to`);
+        a run held by a full limit notes its priority on the items it read (:func:`needs_ahead_note`)."""
         shards = slot_shards(limit)
         home = tables.stable_shard(run.run_id, len(shards))
         home_seen: Lane | None = None
+        full_items: dict[int, Lane] = {}
         lease_until = now + self.lease_for(job)
         for offset in range(len(shards)):
             shard = (home + offset) % len(shards)
@@ -208,7 +225,12 @@ class Claims:
                     return None
                 live = [r for r, h in slots.holders.items() if h.lease_until > now and r != run.run_id]
                 if len(live) >= shards[shard]:
+                    full_items[shard] = slots
                     break
+                higher = yields_to(job.priority, waited, slots.ahead, now)
+                if higher is not None:
+                    self._note_waiting(group, home_seen, home, run, now)
+                    return f"held back: its place goes to {higher} priority runs waiting for the same limit"
                 holder = Holder(
                     run_id=run.run_id,
                     token=slots.version + 1,
@@ -227,10 +249,17 @@ class Claims:
                     if shard != home and home_seen is not None and run.run_id in home_seen.waiters:
                         self.slots.forget_waiter(group, home, run.run_id)
                     return Slot(group, shard, holder)
+        self._note_waiting(group, home_seen, home, run, now)
+        for shard, slots in full_items.items():
+            if needs_ahead_note(job.priority, slots.ahead, now):
+                self.slots.note_ahead(group, shard, job.priority, now + AHEAD_NOTE)
+        return None
+
+    def _note_waiting(self, group: str, home_seen: Lane | None, home: int, run: Run, now: datetime) -> None:
+        """The run's waiting note on its home item, for the counts (:func:`needs_waiter_note`)."""
         if home_seen is not None and needs_waiter_note(home_seen, run.run_id, now):
             lapsed = [r for r, until in home_seen.waiters.items() if until <= now]
             self.slots.note_waiter(group, home, run.run_id, now + WAITER_LEASE, seen=home_seen, drop=lapsed)
-        return None
 
     def give_back(self, job: Job, slots: tuple[Slot, ...]) -> None:
         for slot in slots:

@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
 from tickwork.domain.pools import PoolBacklog
+from tickwork.domain.priority import Priority
 from tickwork.domain.run_index import IndexChunk
 from tickwork.domain.run_listing import Position, RunFilter, Slice
 from tickwork.domain.tenants import Principal, Tenant, TenantChanges
@@ -209,6 +210,10 @@ class TenantSlots(Protocol):
 
     def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
         """Drop the run's waiting note, if it has one."""
+
+    def note_ahead(self, tenant_id: str, shard: int, priority: Priority, until: datetime) -> None:
+        """Note that runs of ``priority`` wait for the item's limit until ``until`` (a later note only);
+        the version stays."""
 
 
 class TenantThrottles(Protocol):

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from tickwork.domain.models import Instant, Job, StrictModel
+from tickwork.domain.priority import Priority
 
 MAX_CONCURRENT_RUNS = 50
 # A tenant's in-flight limit is split over slot items of at most this many slots each.
@@ -52,6 +53,9 @@ class Lane(StrictModel):
     chain_from: Instant | None = None
     """The chain's first fire: every fire from it to ``chain_until`` runs in the chain, in order (None: a
     chain recorded without it, taken to cover every fire up to ``chain_until``)."""
+    ahead: dict[Priority, Instant] = Field(default_factory=dict)
+    """On a slot item only: the priorities whose runs wait for its limit, each with when its note lapses
+    (:func:`tickwork.domain.priority.yields_to`). Noted without a new version."""
     waiters: dict[str, Instant] = Field(default_factory=dict)
     """On a slot item only: the runs held back by its limit that tried it first, by run id, each with the
     time its note lapses (:data:`WAITER_LEASE`). Noted and dropped without a new version: they change no

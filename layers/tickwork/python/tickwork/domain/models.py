@@ -763,6 +763,9 @@ class RunMessage(StrictModel):
     """A run over its tenant's throttle: the start it reserved (epoch ms), which it waits for."""
     priority: Priority | None = None
     """The job's priority, which picks the queue the message goes to; absent for ``normal``."""
+    held_since: int | None = Field(None, ge=0)
+    """A run held by a full limit: when it was first held (epoch ms), which ages it past higher priorities
+    (:func:`tickwork.domain.priority.yields_to`)."""
 
 
 class RunSummary(StrictModel):

@@ -7,12 +7,16 @@ after it, so it waits at most ``AGING_BOUND`` longer than it would without prior
 ``AGING_BOUND``, a normal one by half of it, a high one never.
 
 Each priority has a run queue of its own (normal runs keep the run queue), so the order holds across
-workers: a high run never waits behind the others' backlog in a queue.
+workers: a high run never waits behind the others' backlog in a queue. Runs waiting for a slot of a full
+limit (a tenant's ``max_concurrent_runs``, a concurrency key's ``max_concurrency``) follow the same offsets:
+a waiting run notes its priority on the limit's items, and a run of lower priority leaves a freed slot to it
+until it has itself waited the difference of their offsets (:func:`yields_to`).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Literal, get_args
 
 Priority = Literal["high", "normal", "low"]
@@ -34,6 +38,36 @@ def order_key(priority: Priority, due_ms: int, bound: timedelta = AGING_BOUND) -
     return due_ms + offset_ms(priority, bound)
 
 
+# A run held by a full limit notes its priority on the limit's items for this long, renewed when less than
+# ``AHEAD_RENEW`` is left: longer than the runs' wait between looks (1 or 2 s), so a note lasts while its
+# runs keep coming back, and lapses soon after the last one took its slot or stopped waiting.
+AHEAD_NOTE = timedelta(seconds=5)
+AHEAD_RENEW = timedelta(seconds=3)
+
+
+def yields_to(
+    priority: Priority, waited: timedelta, ahead: Mapping[Priority, datetime], now: datetime
+) -> Priority | None:
+    """The higher priority a run leaves a free slot of a limit to: one whose runs are noted as waiting for
+    the limit (``ahead``: each priority's note, until when), while this run has waited less than the
+    difference of their offsets. Past it the run takes the slot, so none waits more than the bound longer
+    than it would without priorities. None: the run may take the slot."""
+    for other, until in ahead.items():
+        gap = offset_ms(priority) - offset_ms(other)
+        if until > now and gap > 0 and waited < timedelta(milliseconds=gap):
+            return other
+    return None
+
+
+def needs_ahead_note(priority: Priority, ahead: Mapping[Priority, datetime], now: datetime) -> bool:
+    """Whether a run of ``priority`` held by a full limit should (re)write its priority's note: not for the
+    lowest priority (no one yields to it), nor while the note has more than ``AHEAD_RENEW`` left."""
+    if offset_ms(priority) == max(offset_ms(other) for other in PRIORITIES):
+        return False
+    until = ahead.get(priority)
+    return until is None or until - now < AHEAD_RENEW
+
+
 def message_priority(priority: Priority) -> Priority | None:
     """What a run message carries: its priority, or nothing for ``normal`` (the run queue's own)."""
     return None if priority == DEFAULT_PRIORITY else priority
@@ -41,10 +75,14 @@ def message_priority(priority: Priority) -> Priority | None:
 
 __all__ = [
     "AGING_BOUND",
+    "AHEAD_NOTE",
+    "AHEAD_RENEW",
     "DEFAULT_PRIORITY",
     "PRIORITIES",
     "Priority",
     "message_priority",
+    "needs_ahead_note",
     "offset_ms",
     "order_key",
+    "yields_to",
 ]

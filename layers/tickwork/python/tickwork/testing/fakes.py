@@ -21,6 +21,7 @@ from tickwork.domain.lanes import Holder, Lane
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, attention_at
 from tickwork.domain.models import Job, JobStatus, Run, RunMessage, RunStatus
 from tickwork.domain.pools import PoolBacklog, pool_target_of
+from tickwork.domain.priority import Priority
 from tickwork.domain.run_index import IndexChunk, IndexEntry
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.tenants import Principal, Tenant, TenantChanges, hash_token
@@ -135,6 +136,15 @@ class FakeTenantSlots:
             waiters = {r: u for r, u in current.waiters.items() if r not in drop or r == run_id}
             waiters[run_id] = until
             self.items[(tenant_id, shard)] = current.model_copy(update={"waiters": waiters})
+
+    def note_ahead(self, tenant_id: str, shard: int, priority: Priority, until: datetime) -> None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, shard)
+            noted = current.ahead.get(priority)
+            if noted is None or noted < until:
+                ahead = {**current.ahead, priority: until}
+                self.items[(tenant_id, shard)] = current.model_copy(update={"ahead": ahead})
 
     def forget_waiter(self, tenant_id: str, shard: int, run_id: str) -> None:
         with self.lock:
