@@ -325,8 +325,10 @@ def watch(
     start = since or datetime.now(UTC) - timedelta(seconds=1)
     shown: dict[str, tuple[str, int]] = {}
     printed = 0
-    session.output.note(f"watching runs scheduled from {start.isoformat(timespec='seconds')}; Ctrl-C stops")
     try:
+        # Said inside the try: a Ctrl-C the moment it is printed still stops the watch cleanly.
+        since_text = start.isoformat(timespec="seconds")
+        session.output.note(f"watching runs scheduled from {since_text}; Ctrl-C stops")
         while True:
             page = session.client.list_all_runs(
                 status=statuses or None, job_id=job_id, since=start, limit=100
