@@ -49,8 +49,9 @@ def message_for(job: Job, minute: int, held_since: datetime | None = None) -> Ru
 
 def test_a_freed_slot_goes_to_the_waiting_high_run_not_to_a_low_one(api: ApiGateway, dynamodb: Any) -> None:
     # Given a key of one place held by a running job, and a high run that found it full
-    busy, urgent, bulk = (keyed(api, dynamodb, name, p) for name, p in
-                          (("busy", "normal"), ("urgent", "high"), ("bulk", "low")))  # fmt: skip
+    busy = keyed(api, dynamodb, "busy", "normal")
+    urgent = keyed(api, dynamodb, "urgent", "high")
+    bulk = keyed(api, dynamodb, "bulk", "low")
     admission = claims(dynamodb)
     running = admission.take_slot(busy, run_of(busy, 0), NOW)
     assert isinstance(running, tuple) and len(running) == 1
@@ -120,7 +121,8 @@ def test_only_higher_priorities_note_and_a_note_is_renewed_not_rewritten_each_lo
     assert isinstance(admission.take_slot(busy, run_of(busy, 0), NOW), tuple)
     slots = DynamoTenantSlots(dynamodb, table=tables.TENANTS.default_name)
     group = tables.slot_group("acme", "db")
-    for index, priority in enumerate(("high", "normal", "low"), start=1):
+    ranked: tuple[Priority, ...] = ("high", "normal", "low")
+    for index, priority in enumerate(ranked, start=1):
         job = keyed(api, dynamodb, f"held-{priority}", priority)
         assert isinstance(admission.take_slot(job, run_of(job, index), NOW, message_for(job, index)), Wait)
 
