@@ -3,8 +3,11 @@ cancels, the run's outcome, what a retry re-runs, and child run ids."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 from tickwork.domain.models import (
     MAX_WORKFLOW_TASKS,
     HttpTarget,
+    JobSpec,
     RunStatus,
     TriggerRule,
     WorkflowTarget,
@@ -35,6 +39,7 @@ from tickwork.domain.workflow import (
     topological_order,
     workflow_outcome,
 )
+from tickwork_local.cli.output import plain_tree, workflow_tree
 
 HOOK = {"type": "http", "url": "https://hooks.example.com/run"}
 S, F, K, C = RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED, RunStatus.CANCELLED
@@ -376,3 +381,15 @@ def test_a_pool_task_is_allowed() -> None:
     )
 
     assert target.tasks[0].target.type == "pool"
+
+
+# --- the documentation ------------------------------------------------------------------------------------
+def test_the_documented_workflow_is_a_valid_job_and_its_tree_is_the_one_shown() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "workflows.md").read_text()
+    example = re.search(r"```json\n(.*?)```", page, re.DOTALL)
+    tree = re.search(r"```text\n(.*?)```", page, re.DOTALL)
+    assert example is not None and tree is not None
+
+    spec = JobSpec.model_validate(json.loads(example[1]))
+
+    assert plain_tree(workflow_tree(spec.model_dump(mode="json")["target"])) + "\n" == tree[1]
