@@ -58,6 +58,15 @@ def http(**fields: Any) -> dict[str, Any]:
     return {"type": "http", "url": "https://hooks.example.com/run", **fields}
 
 
+def workflow(*tasks: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"type": "workflow", "tasks": list(tasks), **fields}
+
+
+def step(task_id: str, *parents: str, **fields: Any) -> dict[str, Any]:
+    """A workflow task calling the probe's webhook after ``parents``."""
+    return {"id": task_id, "target": http(), "depends_on": list(parents), **fields}
+
+
 def create(**overrides: Any) -> Case:
     """A ``POST /v1/jobs`` case; the expectations come after."""
     return Case("POST", "/v1/jobs", 0, "", None, body=job(**overrides))
@@ -508,7 +517,7 @@ CASES: list[Any] = [
             400,
             T,
             "target",
-            "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool",
+            "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool, workflow",
         ),
         id="unknown-target-type",
     ),
@@ -518,7 +527,7 @@ CASES: list[Any] = [
             400,
             T,
             "target",
-            "target.type is required: one of http, sqs, lambda, eventbridge, stepfunctions, pool",
+            "target.type is required: one of http, sqs, lambda, eventbridge, stepfunctions, pool, workflow",
         ),
         id="target-without-a-type",
     ),
@@ -531,6 +540,182 @@ CASES: list[Any] = [
             "target.method must be one of POST, PUT, PATCH",
         ),
         id="http-method-get",
+    ),
+    # --- workflows --------------------------------------------------------------------------------------
+    pytest.param(
+        expect(
+            create(target=workflow(step("a", "c"), step("b", "a"), step("c", "b"))),
+            400,
+            T,
+            "target.tasks.0.depends_on",
+            "tasks a -> b -> c -> a form a cycle",
+        ),
+        id="workflow-cycle",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("extract"), step("load", "extract", "transfrom"))),
+            400,
+            T,
+            "target.tasks.1.depends_on",
+            "task 'load' depends on 'transfrom', which is not a task of this workflow",
+        ),
+        id="workflow-unknown-dependency",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a"), step("b"), step("a", "b"))),
+            400,
+            T,
+            "target.tasks.2.id",
+            "task id 'a' is used twice, by tasks 0 and 2",
+        ),
+        id="workflow-duplicate-task-id",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a", "a"))),
+            400,
+            T,
+            "target.tasks.0.depends_on",
+            "task 'a' depends on itself",
+        ),
+        id="workflow-self-dependency",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a"), step("b", "a", "a"))),
+            400,
+            T,
+            "target.tasks.1.depends_on",
+            "task 'b' lists 'a' more than once in depends_on",
+        ),
+        id="workflow-duplicate-dependency",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(*(step(f"t{index}") for index in range(101)))),
+            400,
+            T,
+            "target.tasks",
+            "a workflow has at most 100 tasks; this one has 101",
+        ),
+        id="workflow-101-tasks",
+    ),
+    pytest.param(
+        expect(create(target=workflow()), 400, T, "target.tasks", "a workflow needs at least one task"),
+        id="workflow-without-tasks",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow({"id": "inner", "target": workflow(step("a"))})),
+            400,
+            T,
+            "target.tasks.0.target.type",
+            "task 'inner' targets a workflow: a workflow's tasks may target anything but another workflow",
+        ),
+        id="workflow-inside-a-workflow",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(*(step(f"t{index}", payload="x" * 1000) for index in range(70)))),
+            413,
+            "payload_too_large",
+            "target.tasks",
+            "the limit is 65536 in all, so that the job and each run's copy of the definition fit",
+        ),
+        id="workflow-tasks-over-64-kib",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a", payload=HUGE_PAYLOAD))),
+            413,
+            "payload_too_large",
+            "target.tasks.0.payload",
+            "the limit is 262144",
+        ),
+        id="workflow-task-payload-over-256-kib",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("Extract Orders"))),
+            400,
+            T,
+            "target.tasks.0.id",
+            "must be 1-64 lowercase letters, digits, _ or -, starting with a letter or digit",
+        ),
+        id="workflow-bad-task-id",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a"), step("b", "a", trigger_rule="none_failed"))),
+            400,
+            T,
+            "target.tasks.1.trigger_rule",
+            "must be one of all_success, all_done, one_success, one_failed",
+        ),
+        id="workflow-unknown-trigger-rule",
+    ),
+    pytest.param(
+        expect(create(target=workflow(step("a"), max_parallel=0)), 400, T, "target.max_parallel"),
+        id="workflow-max-parallel-0",
+    ),
+    pytest.param(
+        expect(create(target=workflow(step("a"), max_parallel=101)), 400, T, "target.max_parallel"),
+        id="workflow-max-parallel-101",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a"), failure_mode="stop")),
+            400,
+            T,
+            "target.failure_mode",
+            "must be one of fail_fast, continue",
+        ),
+        id="workflow-unknown-failure-mode",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow(step("a", timeout_seconds=60))),
+            400,
+            UNKNOWN,
+            "target.tasks.0.timeout_seconds",
+        ),
+        id="workflow-task-unknown-field",
+    ),
+    pytest.param(
+        expect(
+            create(target=workflow({"id": "peek", "target": http(url="http://169.254.169.254/")})),
+            400,
+            PRIVATE,
+            "target.tasks.0.target.url",
+            "task 'peek': target host '169.254.169.254'",
+        ),
+        id="workflow-task-private-target",
+    ),
+    pytest.param(
+        Case(
+            "PATCH",
+            f"/v1/jobs/{JOB_ID}",
+            400,
+            T,
+            "target.tasks.0.depends_on",
+            body={"target": workflow(step("a", "b"), step("b", "a"))},
+            mentions="tasks a -> b -> a form a cycle",
+        ),
+        id="patch-to-a-workflow-with-a-cycle",
+    ),
+    pytest.param(
+        Case(
+            "PATCH",
+            f"/v1/jobs/{JOB_ID}",
+            400,
+            T,
+            "target.tasks.0.target.type",
+            body={"target": workflow({"id": "inner", "target": workflow(step("a"))})},
+            mentions="task 'inner' targets a workflow",
+        ),
+        id="patch-to-a-workflow-inside-a-workflow",
     ),
     # --- listing ----------------------------------------------------------------------------------------
     *[

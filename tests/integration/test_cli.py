@@ -250,6 +250,47 @@ def test_create_with_any_target_as_json(cli: Cli) -> None:
     assert "sqs " + queue in cli("jobs", "get", job["job_id"]).out
 
 
+def test_get_shows_a_workflows_tasks_as_a_tree(cli: Cli) -> None:
+    # Given a workflow job: extract, then two transforms (one in a pool), then load after both
+    hook = {"type": "http", "url": "https://hooks.example.com/etl"}
+    target = {
+        "type": "workflow",
+        "max_parallel": 2,
+        "tasks": [
+            {"id": "extract", "target": hook},
+            {"id": "transform_a", "target": hook, "depends_on": ["extract"]},
+            {"id": "transform_b", "target": {"type": "pool", "pool": "gpu"}, "depends_on": ["extract"]},
+            {"id": "load", "target": hook, "depends_on": ["transform_a", "transform_b"]},
+            {"id": "page", "target": hook, "depends_on": ["load"], "trigger_rule": "one_failed"},
+        ],
+    }
+    job = cli.create("etl", "--cron", "0 2 * * *", "--target-json", json.dumps(target))
+    assert [task["id"] for task in job["target"]["tasks"]] == [
+        "extract",
+        "transform_a",
+        "transform_b",
+        "load",
+        "page",
+    ]
+
+    # When it is shown, piped and on a terminal
+    piped = cli("jobs", "get", "etl")
+    terminal = cli("jobs", "get", "etl", env={"TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
+
+    # Then the target is summed up, and the tasks are drawn as a tree, each once, under its parents
+    assert re.search(r"^target\s+workflow 5 tasks$", piped.out, re.MULTILINE), piped.out
+    tree = (
+        "workflow: 5 tasks (fail_fast, at most 2 at once)\n"
+        "└── extract  http POST https://hooks.example.com/etl\n"
+        "    ├── transform_a  http POST https://hooks.example.com/etl\n"
+        "    └── transform_b  pool gpu\n"
+        "        └── load  http POST https://hooks.example.com/etl  (after transform_a, transform_b)\n"
+        "            └── page  http POST https://hooks.example.com/etl  [one_failed]\n"
+    )
+    assert piped.out.endswith(tree), piped.out
+    assert tree in terminal.out, terminal.out
+
+
 def test_create_with_the_same_idempotency_key_makes_one_job(cli: Cli) -> None:
     first = cli.create("once-only", *DEFAULT_JOB_FLAGS, "--idempotency-key", "create-1")
     again = cli.create("once-only", *DEFAULT_JOB_FLAGS, "--idempotency-key", "create-1")

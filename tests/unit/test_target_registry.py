@@ -27,7 +27,7 @@ from infra.config import StageConfig, target_actions
 from tests.conftest import TOKENS
 from tests.support.apigw import ApiGateway
 
-BUILT_IN = ("http", "sqs", "lambda", "eventbridge", "stepfunctions", "pool")
+BUILT_IN = ("http", "sqs", "lambda", "eventbridge", "stepfunctions", "pool", "workflow")
 POLICY = AwsTargetPolicy(
     patterns=("arn:aws:sns:eu-west-1:123456789012:ops-*",), region="eu-west-1", account="123456789012"
 )
@@ -121,7 +121,7 @@ def test_unregistered_a_kind_is_refused_as_an_invalid_target() -> None:
     _, body = describe_validation_errors(caught.value.errors())
     assert body["error"] == {
         "code": "invalid_target",
-        "message": "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool",
+        "message": "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool, workflow",
         "field": "target",
         "details": [body["error"]["details"][0]],
     }
@@ -148,7 +148,7 @@ def test_registered_a_kind_is_valid_in_a_job_spec_with_its_own_field_errors() ->
         JobSpec.model_validate(topic_job(target={"type": "pigeon"}))
     _, body = describe_validation_errors(caught.value.errors())
     assert body["error"]["message"] == (
-        "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool, topic"
+        "target.type must be one of http, sqs, lambda, eventbridge, stepfunctions, pool, workflow, topic"
     )
 
 
@@ -249,3 +249,57 @@ def test_the_api_creates_and_shows_a_job_of_a_registered_kind(api: ApiGateway) -
     assert (shown.status, shown.body["target"]) == (200, created.body["target"])
     listed = api.request("GET", "/v1/jobs", token=TOKENS["acme"])
     assert [job["target"] for job in listed.body["items"]] == [created.body["target"]]
+
+
+def topic_workflow(topic: str = "ops-alerts") -> dict[str, Any]:
+    return topic_job(
+        target={
+            "type": "workflow",
+            "tasks": [
+                {"id": "build", "target": {"type": "http", "url": "https://hooks.example.com/build"}},
+                {"id": "announce", "target": {"type": "topic", "topic": topic}, "depends_on": ["build"]},
+            ],
+        }
+    )
+
+
+@pytest.mark.usefixtures("topic_kind")
+def test_a_workflow_task_may_target_a_registered_kind_checked_by_its_rules() -> None:
+    # Given the kind registered, a workflow's task may name it
+    spec = JobSpec.model_validate(topic_workflow())
+    task: Any = spec.target.tasks[1]  # type: ignore[union-attr]
+    assert task.target == TopicTarget(type="topic", topic="ops-alerts")
+    # And the job service checks it as a job's own target, naming the task
+    world = World()
+    world.service.aws_targets = POLICY
+    with pytest.raises(InvalidInput) as refused:
+        world.create(**topic_workflow("billing"))
+    assert (refused.value.code, refused.value.field) == ("target_not_allowed", "target.tasks.1.target.topic")
+    assert refused.value.message.startswith("task 'announce': ")
+
+
+def test_unregistered_a_kind_is_refused_in_a_workflow_task_too() -> None:
+    with pytest.raises(ValidationError) as caught:
+        JobSpec.model_validate(topic_workflow())
+    _, body = describe_validation_errors(caught.value.errors())
+    assert (body["error"]["code"], body["error"]["field"]) == ("invalid_target", "target.tasks.1.target")
+
+
+def test_a_workflow_is_never_called_itself() -> None:
+    # A workflow run runs its tasks; a delivery reaching the workflow kind is recorded as a permanent fault
+    task = {"id": "a", "target": {"type": "pool", "pool": "p"}}
+    spec = JobSpec.model_validate(topic_job(target={"type": "workflow", "tasks": [task]}))
+    kind = kind_for("workflow")
+    delivery = Delivery(
+        job_id="j",
+        run_id="j:0",
+        scheduled_for=START,
+        attempt=1,
+        fencing_token=1,
+        payload=None,
+        tenant_secret="s",
+    )
+    context = DeliveryContext(clients=LazyClients(), allow_private=False, now_epoch=0, resolver=None)  # type: ignore[arg-type]
+    result = kind.deliver(spec.target, delivery, b"{}", context)
+    assert (result.ok, result.error_code) == (False, "workflow_not_callable")
+    assert kind.actions == () and kind.arn_service is None

@@ -50,6 +50,27 @@ export interface Target {
   [more: string]: unknown;
 }
 
+/** One task of a workflow target: its own target, run once the tasks it depends on allow it. */
+export interface WorkflowTask {
+  id: string;
+  target: Target;
+  payload: unknown;
+  retry: { max_attempts: number; [more: string]: unknown } | null;
+  depends_on: string[];
+  trigger_rule: "all_success" | "all_done" | "one_success" | "one_failed";
+}
+
+export interface WorkflowTarget extends Target {
+  type: "workflow";
+  tasks: WorkflowTask[];
+  max_parallel: number | null;
+  failure_mode: "fail_fast" | "continue";
+}
+
+export function isWorkflow(target: Target): target is WorkflowTarget {
+  return target.type === "workflow" && Array.isArray(target.tasks);
+}
+
 export interface RunSummary {
   run_id: string;
   scheduled_for: string;

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import cached_property
@@ -112,6 +113,28 @@ def plain_fields(pairs: Sequence[tuple[str, Cell]]) -> str:
     return "\n".join(f"{name.ljust(width)}  {plain(value) or '-'}".rstrip() for name, value in pairs)
 
 
+@dataclass(frozen=True)
+class Branch:
+    """A line of a tree and the lines nested under it."""
+
+    label: Cell
+    children: tuple[Branch, ...] = ()
+
+
+def plain_tree(root: Branch) -> str:
+    """The tree as text lines with ``├──`` and ``└──`` guides, as Rich draws it."""
+    lines = [plain(root.label)]
+
+    def walk(branch: Branch, indent: str) -> None:
+        for index, child in enumerate(branch.children):
+            last = index == len(branch.children) - 1
+            lines.append(f"{indent}{'└── ' if last else '├── '}{plain(child.label)}")
+            walk(child, indent + ("    " if last else "│   "))
+
+    walk(root, "")
+    return "\n".join(lines)
+
+
 def dump(document: Any, format: Format) -> str:
     """The document as JSON or YAML text, ending with a newline."""
     if format is Format.YAML:
@@ -203,6 +226,22 @@ class Output:
             cell = Text(value or "-") if isinstance(value, str) else Text(value[0] or "-", value[1])
             grid.add_row(name, cell)
         self.out.print(grid)
+
+    def tree(self, root: Branch) -> None:
+        if not self.terminal:
+            self.line(plain_tree(root))
+            return
+        from rich.text import Text
+        from rich.tree import Tree
+
+        def grow(node: Tree, branch: Branch) -> None:
+            for child in branch.children:
+                label = Text(child.label) if isinstance(child.label, str) else Text(*child.label)
+                grow(node.add(label), child)
+
+        top = Tree(Text(root.label) if isinstance(root.label, str) else Text(*root.label), guide_style="dim")
+        grow(top, root)
+        self.out.print(top)
 
     def line(self, message: str = "", style: str | None = None) -> None:
         if self.terminal and style:
@@ -459,6 +498,67 @@ def show_job(output: Output, job: Mapping[str, Any]) -> None:
     if job.get("cancelled_at"):
         pairs.append(("cancelled_at", text(job.get("cancelled_at"))))
     output.fields(pairs)
+    target = job.get("target")
+    if isinstance(target, dict) and target.get("type") == "workflow":
+        output.line()
+        output.tree(workflow_tree(target))
+
+
+# A task waiting for more parents than this names the first few and counts the others.
+AFTER_NAMES = 5
+
+
+def workflow_tree(target: Mapping[str, Any]) -> Branch:
+    """A workflow's tasks as a tree: each task under the parent of its that comes last in a topological
+    order, and a task with several parents says which it waits for. Each task appears once."""
+    tasks = [task for task in target.get("tasks") or [] if isinstance(task, dict)]
+    by_id = {text(task.get("id")): task for task in tasks}
+    parents = {
+        task_id: [text(parent) for parent in task.get("depends_on") or [] if text(parent) in by_id]
+        for task_id, task in by_id.items()
+    }
+    order = _topological(parents)
+    position = {task_id: index for index, task_id in enumerate(order)}
+    nested: dict[str | None, list[str]] = {}
+    for task_id in order:
+        placed = [parent for parent in parents[task_id] if parent in position]
+        under = max(placed, key=position.__getitem__) if placed else None
+        nested.setdefault(under, []).append(task_id)
+
+    def branch(task_id: str) -> Branch:
+        label = f"{task_id}  {target_summary(by_id[task_id].get('target'))}"
+        rule = by_id[task_id].get("trigger_rule")
+        if rule and rule != "all_success":
+            label += f"  [{text(rule)}]"
+        if len(parents[task_id]) > 1:
+            named = ", ".join(parents[task_id][:AFTER_NAMES])
+            more = len(parents[task_id]) - AFTER_NAMES
+            label += f"  (after {named}{f' and {more} more' if more > 0 else ''})"
+        return Branch(label, tuple(branch(child) for child in nested.get(task_id, [])))
+
+    terms = text(target.get("failure_mode") or "fail_fast")
+    if target.get("max_parallel"):
+        terms += f", at most {text(target.get('max_parallel'))} at once"
+    count = len(tasks)
+    return Branch(
+        f"workflow: {count} task{'' if count == 1 else 's'} ({terms})",
+        tuple(branch(root) for root in nested.get(None, [])),
+    )
+
+
+def _topological(parents: Mapping[str, Sequence[str]]) -> list[str]:
+    """The tasks, each after its parents, in the order they are defined where free; tasks caught in a loop
+    (which the API refuses) come last, in that order."""
+    order: list[str] = []
+    placed: set[str] = set()
+    while len(order) < len(parents):
+        free = [task for task in parents if task not in placed and all(p in placed for p in parents[task])]
+        if not free:
+            order += [task for task in parents if task not in placed]
+            break
+        order.append(free[0])
+        placed.add(free[0])
+    return order
 
 
 RUN_FIELDS = (

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 
-import { type Job as JobOut, type Run, api, newKey } from "../api";
+import { type Job as JobOut, type Run, type Target, type WorkflowTarget, api, isWorkflow, newKey } from "../api";
 import { Chart, Confirm, Notice, Problem, Status, When } from "../components";
 import { jobZone, json, milliseconds, relative } from "../format";
 import { usePoll, useNow } from "../hooks";
@@ -26,6 +26,58 @@ export function chartData(runs: Run[]): [number[], (number | null)[], (number | 
     started.map((run) => run.lag_ms),
     started.map(duration),
   ];
+}
+
+/** A target in a few words: its type, and the URL or pool it names. */
+function TargetSummary({ target }: { target: Target }) {
+  if (isWorkflow(target)) return <>workflow, {target.tasks.length} tasks</>;
+  const named = target.url ?? (typeof target.pool === "string" ? target.pool : null);
+  return (
+    <>
+      {target.type} {named ? <code>{named}</code> : null}
+    </>
+  );
+}
+
+/** A workflow's tasks in the order they are defined, each with what it waits for and its trigger rule. */
+export function WorkflowTasks({ target }: { target: WorkflowTarget }) {
+  return (
+    <section class="card" aria-label="workflow tasks">
+      <h2>Tasks</h2>
+      <p class="muted">
+        {target.failure_mode === "continue"
+          ? "After a failure, every task that can still run runs."
+          : "After a failure, tasks not started are cancelled; those running finish."}
+        {target.max_parallel ? ` At most ${target.max_parallel} tasks run at once.` : ""}
+      </p>
+      <table class="list" aria-label="tasks">
+        <thead>
+          <tr>
+            <th>Task</th>
+            <th>Target</th>
+            <th>Depends on</th>
+            <th>Runs when</th>
+          </tr>
+        </thead>
+        <tbody>
+          {target.tasks.map((task) => (
+            <tr key={task.id} data-task-id={task.id}>
+              <td data-label="Task">
+                <code>{task.id}</code>
+              </td>
+              <td data-label="Target">
+                <TargetSummary target={task.target} />
+              </td>
+              <td data-label="Depends on">
+                {task.depends_on.length ? task.depends_on.map((parent) => <code class="tag">{parent}</code>) : <span class="muted">nothing: starts first</span>}
+              </td>
+              <td data-label="Runs when">{task.depends_on.length ? task.trigger_rule.replace("_", " ") : "-"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
 }
 
 /** One job: its schedule in words, its next fires, its run history with lag and duration, and the actions. */
@@ -163,7 +215,7 @@ export function Job({ id }: { id: string }) {
             </dd>
             <dt>Target</dt>
             <dd>
-              {data.target.type} {data.target.url ? <code>{data.target.url}</code> : null}
+              <TargetSummary target={data.target} />
             </dd>
             <dt>Retries</dt>
             <dd>
@@ -193,6 +245,7 @@ export function Job({ id }: { id: string }) {
           </dl>
         </section>
       </div>
+      {isWorkflow(data.target) ? <WorkflowTasks target={data.target} /> : null}
       <section class="card" aria-label="run history">
         <h2>Runs</h2>
         <Chart

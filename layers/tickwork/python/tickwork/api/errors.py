@@ -97,7 +97,10 @@ def describe_validation_errors(raw_errors: Sequence[Any]) -> tuple[HTTPStatus, d
     details: list[dict[str, Any]] = []
     for raw in raw_errors:
         error_type = str(raw.get("type", ""))
-        field = None if error_type == "json_invalid" else field_path(raw.get("loc", ()))
+        # A model-level rule that concerns one field inside the model names it (``ctx["at"]``).
+        inside = str((raw.get("ctx") or {}).get("at", "")).split(".")
+        location = [*raw.get("loc", ()), *inside]
+        field = None if error_type == "json_invalid" else field_path(location)
         # A body that is JSON but not an object is a malformed request; a nested value that is not an
         # object is a bad value of its own section (a schedule given as a string is an invalid schedule).
         body_not_object = error_type == "model_attributes_type" and field is None

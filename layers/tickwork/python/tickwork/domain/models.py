@@ -397,14 +397,6 @@ class PoolTarget(StrictModel):
     timeout_seconds: int = Field(3600, ge=1, le=MAX_POOL_ATTEMPT_SECONDS)
 
 
-Target = Annotated[
-    HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget | PoolTarget,
-    Field(discriminator="type"),
-]
-"""The target kinds built in. Each is registered in :mod:`tickwork.targets.registry`, and a kind registered
-there later joins the union of :func:`target_models`."""
-
-
 # --- policies ---------------------------------------------------------------------------------------------
 class RetryPolicy(StrictModel):
     max_attempts: int = Field(5, ge=1, le=100)
@@ -480,6 +472,169 @@ def _check_payload_size(payload: JsonValue) -> JsonValue:
 
 
 Payload = Annotated[JsonValue, AfterValidator(_check_payload_size)]
+
+
+# --- workflows: a target made of targets ------------------------------------------------------------------
+# A workflow runs its tasks as child runs of its own run. The definition lives in the job item beside the
+# job's 256 KiB payload, and copies of it go where its runs need them; each must fit a DynamoDB item
+# (400 KB): all the tasks together take at most 64 KiB as stored, which leaves room for the rest.
+WORKFLOW_TASK_ID = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+MAX_WORKFLOW_TASKS = 100
+MAX_WORKFLOW_TASKS_BYTES = 64 * 1024
+
+TaskId = Annotated[str, StringConstraints(pattern=WORKFLOW_TASK_ID)]
+TriggerRule = Literal["all_success", "all_done", "one_success", "one_failed"]
+FailureMode = Literal["fail_fast", "continue"]
+
+TaskTarget = Annotated[
+    HttpTarget | SqsTarget | LambdaTarget | EventBridgeTarget | StepFunctionsTarget | PoolTarget,
+    Field(discriminator="type"),
+]
+"""What a workflow's task may target: any kind but ``workflow``. A kind registered later joins it too."""
+
+
+def _refused_at(at: str, error_type: str, message: str, **context: Any) -> PydanticCustomError:
+    """An error of a model-level rule that concerns one field inside the model: ``at`` is that field's path
+    from the model, which the API appends to the model's own location."""
+    return PydanticCustomError(error_type, message, {"at": at, **context})
+
+
+class WorkflowTask(StrictModel):
+    """One step of a workflow: a target called (or a pool run claimed) once the task's parents allow it."""
+
+    id: TaskId
+    target: TaskTarget
+    payload: Payload = None
+    retry: RetryPolicy | None = None
+    """The task's own retry policy; None: the job's."""
+    depends_on: tuple[TaskId, ...] = Field((), max_length=MAX_WORKFLOW_TASKS)
+    """The tasks whose ends this task waits for, its parents; none makes it a root, started first."""
+    trigger_rule: TriggerRule = "all_success"
+    """What its parents' outcomes must be for the task to run (:func:`tickwork.domain.workflow.decide`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_workflow_inside(cls, data: Any) -> Any:
+        target = data.get("target") if isinstance(data, dict) else None
+        if isinstance(target, dict) and target.get("type") == "workflow":
+            raise _refused_at(
+                "target.type",
+                "nested_workflow",
+                "task '{task}' targets a workflow: a workflow's tasks may target anything but another"
+                " workflow",
+                task=str(data.get("id")),
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _parents_named_once(self) -> WorkflowTask:
+        if self.id in self.depends_on:
+            raise _refused_at(
+                "depends_on", "self_dependency", "task '{task}' depends on itself", task=self.id
+            )
+        seen: set[str] = set()
+        for parent in self.depends_on:
+            if parent in seen:
+                raise _refused_at(
+                    "depends_on",
+                    "duplicate_dependency",
+                    "task '{task}' lists '{parent}' more than once in depends_on",
+                    task=self.id,
+                    parent=parent,
+                )
+            seen.add(parent)
+        return self
+
+
+def _task_count_in_bounds(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        if not value:
+            raise PydanticCustomError("no_tasks", "a workflow needs at least one task")
+        if len(value) > MAX_WORKFLOW_TASKS:
+            raise PydanticCustomError(
+                "too_many_tasks",
+                "a workflow has at most {limit} tasks; this one has {count}",
+                {"limit": MAX_WORKFLOW_TASKS, "count": len(value)},
+            )
+    return value
+
+
+class WorkflowTarget(StrictModel):
+    """A run of this job is a workflow run: its tasks run as child runs, each once its parents allow it
+    (``tickwork.domain.workflow``). A workflow itself is never called."""
+
+    type: Literal["workflow"]
+    tasks: Annotated[
+        tuple[WorkflowTask, ...],
+        Field(min_length=1, max_length=MAX_WORKFLOW_TASKS),
+        BeforeValidator(_task_count_in_bounds),
+    ]
+    max_parallel: int | None = Field(None, ge=1, le=MAX_WORKFLOW_TASKS)
+    """At most this many of the run's tasks running at once; None: no limit of the workflow's own."""
+    failure_mode: FailureMode = "fail_fast"
+    """``fail_fast``: once a task failed, the tasks not started are cancelled (those running finish).
+    ``continue``: whatever can still run runs."""
+
+    @model_validator(mode="after")
+    def _a_dag_that_fits(self) -> WorkflowTarget:
+        from tickwork.domain.workflow import find_cycle, task_graph
+
+        index: dict[str, int] = {}
+        for position, task in enumerate(self.tasks):
+            if task.id in index:
+                raise _refused_at(
+                    f"tasks.{position}.id",
+                    "duplicate_task_id",
+                    "task id '{task}' is used twice, by tasks {first} and {second}; each task needs its own",
+                    task=task.id,
+                    first=index[task.id],
+                    second=position,
+                )
+            index[task.id] = position
+        for position, task in enumerate(self.tasks):
+            unknown = [parent for parent in task.depends_on if parent not in index]
+            if unknown:
+                raise _refused_at(
+                    f"tasks.{position}.depends_on",
+                    "unknown_dependency",
+                    "task '{task}' depends on '{parent}', which is not a task of this workflow",
+                    task=task.id,
+                    parent=unknown[0],
+                )
+        cycle = find_cycle(task_graph(self.tasks))
+        if cycle is not None:
+            raise _refused_at(
+                f"tasks.{index[cycle[0]]}.depends_on",
+                "dependency_cycle",
+                "tasks {cycle} form a cycle: a workflow's dependencies must not loop back",
+                cycle=" -> ".join(cycle),
+            )
+        size = payload_size([task.model_dump(mode="json") for task in self.tasks])
+        if size > MAX_WORKFLOW_TASKS_BYTES:
+            raise _refused_at(
+                "tasks",
+                "payload_too_large",
+                "the workflow's tasks take {size} bytes once serialized; the limit is {limit} in all, so"
+                " that the job and each run's copy of the definition fit their stores beside the job's"
+                " payload",
+                size=size,
+                limit=MAX_WORKFLOW_TASKS_BYTES,
+            )
+        return self
+
+
+Target = Annotated[
+    HttpTarget
+    | SqsTarget
+    | LambdaTarget
+    | EventBridgeTarget
+    | StepFunctionsTarget
+    | PoolTarget
+    | WorkflowTarget,
+    Field(discriminator="type"),
+]
+"""The target kinds built in. Each is registered in :mod:`tickwork.targets.registry`, and a kind registered
+there later joins the union of :func:`target_models`."""
 
 
 # The bounds of a job's fields, shared by the create body and the patch body.
@@ -846,21 +1001,30 @@ def set_target_models(members: tuple[type[StrictModel], ...]) -> None:
     if members == _target_members:
         return
     _target_members = members
-    union: Any = Annotated[cast(Any, Union)[members], Field(discriminator="type")]
+    # A workflow's tasks take every kind but workflow; the workflow model embeds them, the job models it.
+    _retarget([WorkflowTask], tuple(model for model in members if model is not WorkflowTarget))
+    WorkflowTarget.model_rebuild(force=True)
     family = _with_subclasses(JobSpec)
-    for model in family:
-        model.__pydantic_fields__["target"] = FieldInfo.from_annotation(union)
-        model.model_rebuild(force=True)
-    names = tuple(f"{model.__module__}.{model.__qualname__}" for model in family)
+    _retarget(family, members)
+    rebuilt: list[type[BaseModel]] = [WorkflowTask, WorkflowTarget, *family]
+    names = tuple(f"{model.__module__}.{model.__qualname__}" for model in rebuilt)
     holders = [
         model
         for model in _with_subclasses(BaseModel)
-        if model not in family
+        if model not in rebuilt
         and model.__module__.startswith("tickwork")
         and model.__pydantic_complete__
         and any(name in repr(model.__pydantic_core_schema__) for name in names)
     ]
     for model in holders:
+        model.model_rebuild(force=True)
+
+
+def _retarget(models: list[type[BaseModel]], members: tuple[type[StrictModel], ...]) -> None:
+    """Give each of ``models`` a ``target`` field of the tagged union of ``members``, and rebuild it."""
+    union: Any = Annotated[cast(Any, Union)[members], Field(discriminator="type")]
+    for model in models:
+        model.__pydantic_fields__["target"] = FieldInfo.from_annotation(union)
         model.model_rebuild(force=True)
 
 

@@ -3,6 +3,6 @@ built-in target union (``tickwork.domain.models.Target``), whose order the regis
 
 from __future__ import annotations
 
-from tickwork.targets.kinds import eventbridge, http, lambda_function, pool, sqs, stepfunctions
+from tickwork.targets.kinds import eventbridge, http, lambda_function, pool, sqs, stepfunctions, workflow
 
-__all__ = ["eventbridge", "http", "lambda_function", "pool", "sqs", "stepfunctions"]
+__all__ = ["eventbridge", "http", "lambda_function", "pool", "sqs", "stepfunctions", "workflow"]

@@ -1,0 +1,238 @@
+"""Workflows: the pure rules of a DAG of tasks, with no I/O.
+
+A workflow job's run is a workflow run; each of its tasks runs as a child run whose id is
+``<run_id>/<task_id>``. This module holds what follows from the definition and the tasks' statuses alone: the
+graph (roots, parents, children, an order, a cycle), whether a task runs or is skipped once its parents
+ended (its trigger rule), what ``fail_fast`` cancels, the run's outcome, and what a retry re-runs.
+
+A task's state is the status of its child run, or None while it has none (it waits for its parents).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+from tickwork.domain.models import (
+    NOT_STARTED_RUN_STATUSES,
+    WORKFLOW_TASK_ID,
+    FailureMode,
+    RunKey,
+    RunStatus,
+    TriggerRule,
+    WorkflowTask,
+    parse_run_id,
+)
+
+TaskOutcome = Literal["succeeded", "failed", "skipped", "cancelled"]
+"""How a task ended: ``failed`` covers FAILED, DEAD and ABANDONED."""
+Decision = Literal["run", "skip"]
+TaskStates = Mapping[str, RunStatus | None]
+"""Each task's child run status by task id; None (or absent) while the task has no child run."""
+
+_OUTCOME_BY_STATUS: Mapping[RunStatus, TaskOutcome] = MappingProxyType(
+    {
+        RunStatus.SUCCEEDED: "succeeded",
+        RunStatus.FAILED: "failed",
+        RunStatus.DEAD: "failed",
+        RunStatus.ABANDONED: "failed",
+        RunStatus.SKIPPED: "skipped",
+        # A child run is never planned late, so never MISSED; were one, it did not run, like a skipped one.
+        RunStatus.MISSED: "skipped",
+        RunStatus.CANCELLED: "cancelled",
+    }
+)
+
+
+# --- the graph --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskGraph:
+    """The dependencies of a workflow's tasks, both ways, in the order the tasks are defined."""
+
+    task_ids: tuple[str, ...]
+    parents: Mapping[str, tuple[str, ...]]
+    children: Mapping[str, tuple[str, ...]]
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """The tasks with no parent: a workflow run starts them first."""
+        return tuple(task for task in self.task_ids if not self.parents[task])
+
+
+def task_graph(tasks: Sequence[WorkflowTask]) -> TaskGraph:
+    """The graph of ``tasks``; a parent that is not among them is left out (the model refuses those)."""
+    ids = tuple(task.id for task in tasks)
+    known = set(ids)
+    parents = {task.id: tuple(parent for parent in task.depends_on if parent in known) for task in tasks}
+    children: dict[str, list[str]] = {task_id: [] for task_id in ids}
+    for task in tasks:
+        for parent in parents[task.id]:
+            children[parent].append(task.id)
+    return TaskGraph(
+        task_ids=ids,
+        parents=MappingProxyType(parents),
+        children=MappingProxyType({task_id: tuple(kids) for task_id, kids in children.items()}),
+    )
+
+
+def find_cycle(graph: TaskGraph) -> tuple[str, ...] | None:
+    """A cycle of dependencies as the tasks along it, each before a task that depends on it, the first
+    repeated at the end (``a, b, a``: b depends on a, a on b); None when the graph is a DAG. Searched from
+    each task in the order they are defined, so the same definition always names the same cycle."""
+    done: set[str] = set()
+    for start in graph.task_ids:
+        if start in done:
+            continue
+        path = [start]
+        pending = [iter(graph.children[start])]
+        while pending:
+            child = next(pending[-1], None)
+            if child is None:
+                done.add(path.pop())
+                pending.pop()
+            elif child in path:
+                return (*path[path.index(child) :], child)
+            elif child not in done:
+                path.append(child)
+                pending.append(iter(graph.children[child]))
+    return None
+
+
+def topological_order(graph: TaskGraph) -> tuple[str, ...]:
+    """Every task after all of its parents; among tasks free at once, the one defined first comes first.
+    Raises ValueError for a graph with a cycle."""
+    waiting = {task: len(graph.parents[task]) for task in graph.task_ids}
+    position = {task: index for index, task in enumerate(graph.task_ids)}
+    ready = sorted((task for task, count in waiting.items() if count == 0), key=position.__getitem__)
+    order: list[str] = []
+    while ready:
+        task = ready.pop(0)
+        order.append(task)
+        for child in graph.children[task]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+                ready.sort(key=position.__getitem__)
+    if len(order) != len(graph.task_ids):
+        raise ValueError(f"tasks {' -> '.join(find_cycle(graph) or ())} form a cycle")
+    return tuple(order)
+
+
+def descendants(graph: TaskGraph, task_ids: Iterable[str]) -> frozenset[str]:
+    """The tasks downstream of ``task_ids``: their children, their children's children, and so on."""
+    found: set[str] = set()
+    pending = [child for task in task_ids for child in graph.children[task]]
+    while pending:
+        task = pending.pop()
+        if task not in found:
+            found.add(task)
+            pending.extend(graph.children[task])
+    return frozenset(found)
+
+
+# --- deciding each task -----------------------------------------------------------------------------------
+def outcome_of(status: RunStatus | None) -> TaskOutcome | None:
+    """How a task with a child run in ``status`` ended; None while it has not ended (or has no run yet)."""
+    return _OUTCOME_BY_STATUS.get(status) if status is not None else None
+
+
+def decide(rule: TriggerRule, parents_outcomes: Mapping[str, TaskOutcome | None]) -> Decision | None:
+    """Whether a task runs or is skipped, by its trigger rule and its parents' outcomes (None for a parent
+    not ended); None while that is not yet known. A root task (no parents) always runs.
+
+    - ``all_success``: runs once every parent succeeded; skipped as soon as one ended otherwise.
+    - ``all_done``: runs once every parent ended, whatever the outcomes.
+    - ``one_success``: runs as soon as one parent succeeded; skipped once all ended without a success.
+    - ``one_failed``: runs as soon as one parent failed; skipped once all ended without a failure.
+    """
+    outcomes = list(parents_outcomes.values())
+    if not outcomes:
+        return "run"
+    all_ended = all(outcome is not None for outcome in outcomes)
+    if rule == "all_success":
+        if any(outcome is not None and outcome != "succeeded" for outcome in outcomes):
+            return "skip"
+        return "run" if all_ended else None
+    if rule == "all_done":
+        return "run" if all_ended else None
+    wanted: TaskOutcome = "succeeded" if rule == "one_success" else "failed"
+    if wanted in outcomes:
+        return "run"
+    return "skip" if all_ended else None
+
+
+def parents_outcomes(graph: TaskGraph, task_id: str, states: TaskStates) -> dict[str, TaskOutcome | None]:
+    """The outcomes of a task's parents, as :func:`decide` takes them."""
+    return {parent: outcome_of(states.get(parent)) for parent in graph.parents[task_id]}
+
+
+def to_cancel(tasks: Sequence[WorkflowTask], states: TaskStates, failure_mode: FailureMode) -> frozenset[str]:
+    """The tasks a workflow run cancels now. Under ``fail_fast``, once a task failed, every task not started
+    (no child run yet, or one waiting for its next attempt) is cancelled; those running finish. Under
+    ``continue`` nothing is: whatever can still run runs, and a task whose rule can no longer be met is
+    skipped (:func:`decide`)."""
+    if failure_mode == "continue":
+        return frozenset()
+    if not any(outcome_of(states.get(task.id)) == "failed" for task in tasks):
+        return frozenset()
+    return frozenset(task.id for task in tasks if _not_started(states.get(task.id)))
+
+
+def _not_started(status: RunStatus | None) -> bool:
+    return status is None or status in NOT_STARTED_RUN_STATUSES
+
+
+# --- the run as a whole -----------------------------------------------------------------------------------
+def workflow_outcome(states: TaskStates) -> RunStatus | None:
+    """The status a workflow run ends with, from every task's state: None while a task can still start or
+    is running; FAILED when a task failed; CANCELLED when, with none failed, a task was cancelled (the run
+    was cancelled); SUCCEEDED otherwise (every task succeeded or was skipped by its rule)."""
+    outcomes = [outcome_of(status) for status in states.values()]
+    if any(outcome is None for outcome in outcomes):
+        return None
+    if "failed" in outcomes:
+        return RunStatus.FAILED
+    if "cancelled" in outcomes:
+        return RunStatus.CANCELLED
+    return RunStatus.SUCCEEDED
+
+
+def retry_set(tasks: Sequence[WorkflowTask], states: TaskStates) -> frozenset[str]:
+    """The tasks a retry of an ended workflow run runs again: those that failed or were cancelled, and every
+    task downstream of them. What succeeded upstream of them keeps its outcome (and its output)."""
+    unfinished = {task.id for task in tasks if outcome_of(states.get(task.id)) in ("failed", "cancelled")}
+    return frozenset(unfinished | descendants(task_graph(tasks), unfinished))
+
+
+# --- child run ids ----------------------------------------------------------------------------------------
+# A task id never holds '/', and a plain run id never does either: the last '/' splits a child run's id.
+_TASK_ID = re.compile(WORKFLOW_TASK_ID)
+
+
+@dataclass(frozen=True)
+class ChildRunKey:
+    """What a task's child run id names: the workflow run (and its parts) and the task."""
+
+    parent_run_id: str
+    parent: RunKey
+    task_id: str
+
+
+def child_run_id(run_id: str, task_id: str) -> str:
+    """The id of task ``task_id``'s child run in workflow run ``run_id``: the idempotency key its target
+    sees, the same however often the task is started."""
+    return f"{run_id}/{task_id}"
+
+
+def parse_child_run_id(run_id: str) -> ChildRunKey | None:
+    """The parts of a task's child run id, or None if ``run_id`` is not one (a plain run id is not)."""
+    parent_run_id, slash, task_id = run_id.rpartition("/")
+    if not slash or not _TASK_ID.match(task_id):
+        return None
+    parent = parse_run_id(parent_run_id)
+    if parent is None:
+        return None
+    return ChildRunKey(parent_run_id=parent_run_id, parent=parent, task_id=task_id)
