@@ -779,6 +779,7 @@ class LocalStack:
             self.configure_environment()
             self.configure_clients()
             self.attach_change_feed()
+            from tickwork.app.ports import NoTenantGauges
             from tickwork.runtime import runtime
 
             from functions.api.handler import make_handler as make_api_handler
@@ -793,6 +794,9 @@ class LocalStack:
             runtime.cache_clear()
             current = runtime()
             current.metrics = self.metrics
+            # No CloudWatch here: a tenant's waiting and throttled counts are in GET /v1/stats, and the
+            # per-tenant gauges' EMF lines would land on the console.
+            current.gauges = NoTenantGauges()
             self.replan_restored()
             tenants = self.seed_tenants()
             collect_less_often()

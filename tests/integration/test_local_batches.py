@@ -92,3 +92,34 @@ def test_a_started_stack_sets_what_is_alive_aside_from_the_garbage_collector(tmp
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_runs_held_by_a_limit_print_no_metrics_on_the_console(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The workers' per-tenant gauges go to CloudWatch on AWS; the local stack has none, and its console keeps
+    the banner and the status line."""
+    tenants = "acme:tw_held:max_concurrent_runs=1"
+    with (
+        Receiver() as receiver,
+        running_in_thread(
+            environment={"TICKWORK_LOCAL_TENANTS": tenants, "POWERTOOLS_LOG_LEVEL": "ERROR"},
+            log_file=str(tmp_path / "tickwork.log"),
+            tick_seconds=0.5,
+            workers=2,
+        ),
+    ):
+        now = datetime.now(UTC)
+        for index in range(4):  # one at a time: three of them are held back at least once
+            spec = {
+                "name": f"held-{index}",
+                "schedule": {"type": "once", "at": now.isoformat()},
+                "target": {"type": "http", "url": receiver.url("/held")},
+            }
+            runtime().service.create_job("acme", JobSpec.model_validate(spec), now)
+        deadline = time.monotonic() + 60
+        while len(receiver.for_path("/held")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert len(receiver.for_path("/held")) == 4
+    printed = capfd.readouterr()
+    assert '"_aws"' not in printed.out + printed.err
