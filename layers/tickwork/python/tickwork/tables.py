@@ -308,6 +308,12 @@ def job_key(tenant_id: str, job_id: str) -> str:
     return f"{tenant_id}/{job_id}"
 
 
+def tasks_key(tenant_id: str, job_id: str, run_sort_key: str) -> str:
+    """The partition of a workflow run's tasks (their child runs, by task id): apart from the job's runs, so
+    the job's history lists workflow runs only, and a run's tasks are one query."""
+    return f"{job_key(tenant_id, job_id)}#tasks#{run_sort_key}"
+
+
 def name_key(tenant_id: str, name: str) -> str:
     return f"{tenant_id}/name/{name}"
 

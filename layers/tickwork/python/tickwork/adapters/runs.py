@@ -28,6 +28,7 @@ from tickwork.domain.models import Run, parse_run_id
 from tickwork.domain.pools import PoolBacklog
 from tickwork.domain.run_listing import Position, RunFilter, Slice, position_of
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms, to_rfc3339
+from tickwork.domain.workflow import ChildRunKey, parse_child_run_id
 from tickwork.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -47,6 +48,15 @@ CHECKPOINT_TEXT = "checkpoint_json"
 
 
 def run_keys(run: Run) -> dict[str, str]:
+    child = parse_child_run_id(run.run_id)
+    if child is not None:
+        # A task's run: in its workflow run's tasks partition, whose key its scheduled time (the workflow
+        # run's) and the workflow run's manual hash make without a read.
+        parent_sort_key = tables.run_sort_key(to_epoch_ms(run.scheduled_for), child.parent.manual)
+        return {
+            tables.RUNS_PK: tables.tasks_key(run.tenant_id, run.job_id, parent_sort_key),
+            tables.RUNS_SK: child.task_id,
+        }
     key = parse_run_id(run.run_id)
     manual = key.manual if key is not None else None
     return {
@@ -172,6 +182,9 @@ class DynamoRunStore:
 
     # --- reads --------------------------------------------------------------------------------------------
     def get(self, tenant_id: str, run_id: str) -> Run:
+        child = parse_child_run_id(run_id)
+        if child is not None:
+            return self._get_task(tenant_id, child)
         key = parse_run_id(run_id)
         if key is None:
             raise NotFound(f"run {run_id!r} not found", field="run_id")
@@ -192,10 +205,16 @@ class DynamoRunStore:
 
     def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
         """Scheduled runs of one job in one consistent query over their key range (they are usually
-        neighbours: this fire and the one before), else one read each; manual ones through their pointer."""
+        neighbours: this fire and the one before), else one read each; manual ones through their pointer,
+        a workflow's task runs in their workflow run's partition."""
         found: dict[str, Run] = {}
         scheduled: dict[str, str] = {}
         for run_id in run_ids:
+            child = parse_child_run_id(run_id)
+            if child is not None and child.parent.job_id == job_id:
+                with contextlib.suppress(NotFound):
+                    found[run_id] = self._get_task(tenant_id, child)
+                continue
             key = parse_run_id(run_id)
             if key is None or key.job_id != job_id:
                 continue
@@ -486,6 +505,50 @@ class DynamoRunStore:
         return json.loads(item[CHECKPOINT_TEXT]["S"]) if item else None
 
     # --- helpers ------------------------------------------------------------------------------------------
+    def tasks_of(self, tenant_id: str, run: Run) -> list[Run]:
+        """The task runs of workflow run ``run`` that exist, in one consistent query of their partition."""
+        key = parse_run_id(run.run_id)
+        if key is None:
+            return []
+        partition = tables.tasks_key(
+            tenant_id, run.job_id, tables.run_sort_key(to_epoch_ms(run.scheduled_for), key.manual)
+        )
+        items: list[dict[str, Any]] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": tables.RUNS_PK},
+            "ExpressionAttributeValues": to_item({":pk": partition}),
+            "ConsistentRead": True,
+        }
+        while True:
+            response = self.client.query(**request)
+            items.extend(response["Items"])
+            if not response.get("LastEvaluatedKey"):
+                break
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return [run for run in map(run_from_item, items) if run.tenant_id == tenant_id]
+
+    def _get_task(self, tenant_id: str, child: ChildRunKey) -> Run:
+        """A task's run: its workflow run's sort key (a manual one's through its pointer), then the task."""
+        parent = child.parent
+        partition = tables.job_key(tenant_id, parent.job_id)
+        if parent.manual is not None:
+            pointer = self._get(
+                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.manual_pointer_key(parent.manual)}
+            )
+            parent_sort_key = from_item(pointer)["run_sk"] if pointer else None
+        else:
+            assert parent.fire_ms is not None
+            parent_sort_key = tables.run_sort_key(parent.fire_ms)
+        found = None
+        if parent_sort_key is not None:
+            tasks = tables.tasks_key(tenant_id, parent.job_id, parent_sort_key)
+            found = self._find_at({tables.RUNS_PK: tasks, tables.RUNS_SK: child.task_id})
+        if found is None or found.tenant_id != tenant_id:
+            raise NotFound(f"run {child.parent_run_id}/{child.task_id} not found", field="run_id")
+        return found
+
     def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
         response = self.client.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
         item: dict[str, Any] | None = response.get("Item")

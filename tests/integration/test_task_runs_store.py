@@ -1,0 +1,78 @@
+"""A workflow run's tasks in the runs table (moto): each task's run in its workflow run's own partition, read
+by its id (a manual workflow run's through its pointer), listed in one query, never in the job's history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from tickwork import tables
+from tickwork.adapters.runs import DynamoRunStore
+from tickwork.app.ports import Expect
+from tickwork.domain.models import Run, RunStatus, manual_run_id, scheduled_run_id
+from tickwork.domain.workflow import child_run_id
+from tickwork.errors import NotFound
+
+AT = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+JOB = "01JOBWORKFLOW0000000000000"
+
+
+def store(dynamodb: Any) -> DynamoRunStore:
+    return DynamoRunStore(
+        dynamodb, table=tables.RUNS.default_name, retention=timedelta(days=1), attention_shards=2
+    )
+
+
+def run(run_id: str, status: RunStatus = RunStatus.SUCCEEDED, tenant: str = "acme") -> Run:
+    return Run(run_id=run_id, job_id=JOB, tenant_id=tenant, scheduled_for=AT, status=status, created_at=AT)
+
+
+def test_a_scheduled_workflow_runs_tasks_are_read_listed_and_kept_out_of_the_jobs_history(
+    dynamodb: Any,
+) -> None:
+    runs = store(dynamodb)
+    parent = scheduled_run_id(JOB, AT)
+    assert runs.put(run(parent, RunStatus.RUNNING), Expect(absent=True)).ok
+    for task, status in (("extract", RunStatus.SUCCEEDED), ("load", RunStatus.RUNNING)):
+        assert runs.put(run(child_run_id(parent, task), status), Expect(absent=True)).ok
+
+    # Read by id, alone and among the job's runs
+    assert runs.get("acme", child_run_id(parent, "extract")).status is RunStatus.SUCCEEDED
+    found = runs.find_many("acme", JOB, [parent, child_run_id(parent, "load"), child_run_id(parent, "gone")])
+    assert sorted(found) == sorted([parent, child_run_id(parent, "load")])
+    # Listed in one query of the workflow run's tasks
+    assert sorted(task.run_id for task in runs.tasks_of("acme", run(parent))) == [
+        child_run_id(parent, "extract"),
+        child_run_id(parent, "load"),
+    ]
+    # The job's history shows the workflow run only
+    assert [listed.run_id for listed in runs.list_for_job("acme", JOB, limit=10, cursor=None).items] == [
+        parent
+    ]
+    assert runs.latest("acme", JOB, until=AT + timedelta(hours=1)) is not None
+
+
+def test_a_manual_workflow_runs_task_is_found_through_the_workflow_runs_pointer(dynamodb: Any) -> None:
+    runs = store(dynamodb)
+    parent = manual_run_id(JOB, "nightly-rerun")
+    assert runs.put(run(parent, RunStatus.RUNNING), Expect(absent=True)).ok
+    task = child_run_id(parent, "transform_a")
+    assert runs.put(run(task), Expect(absent=True)).ok
+    assert runs.get("acme", task).run_id == task
+    assert [t.run_id for t in runs.tasks_of("acme", run(parent))] == [task]
+
+
+def test_a_task_run_is_written_once_and_another_tenant_never_reads_it(dynamodb: Any) -> None:
+    runs = store(dynamodb)
+    parent = scheduled_run_id(JOB, AT)
+    task = child_run_id(parent, "extract")
+    assert runs.put(run(task, RunStatus.RUNNING), Expect(absent=True)).ok
+    # a second start of the same task is refused: the conditional write that makes a task start once
+    again = runs.put(run(task, RunStatus.RUNNING), Expect(absent=True))
+    assert not again.ok and again.current is not None and again.current.run_id == task
+    with pytest.raises(NotFound):
+        runs.get("globex", task)
+    assert runs.tasks_of("globex", run(parent, tenant="globex")) == []
+    with pytest.raises(NotFound):
+        runs.get("acme", child_run_id(parent, "never"))
