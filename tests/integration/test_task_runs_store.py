@@ -3,16 +3,20 @@ by its id (a manual workflow run's through its pointer), listed in one query, ne
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from tickwork import tables
 from tickwork.adapters.runs import DynamoRunStore
+from tickwork.adapters.task_ends import DynamoTaskEnds, TaskEnds
 from tickwork.app.ports import Expect
-from tickwork.domain.models import Run, RunStatus, manual_run_id, scheduled_run_id
-from tickwork.domain.workflow import child_run_id
+from tickwork.domain.models import Run, RunStatus, TriggerRule, manual_run_id, scheduled_run_id
+from tickwork.domain.workflow import TaskGraph, child_run_id, decided_children
 from tickwork.errors import NotFound
+
+from tests.support.engine import make_requests_atomic
 
 AT = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 JOB = "01JOBWORKFLOW0000000000000"
@@ -76,3 +80,55 @@ def test_a_task_run_is_written_once_and_another_tenant_never_reads_it(dynamodb: 
     assert runs.tasks_of("globex", run(parent, tenant="globex")) == []
     with pytest.raises(NotFound):
         runs.get("acme", child_run_id(parent, "never"))
+
+
+# --- the fan-in ---------------------------------------------------------------------------------------------
+def ends(dynamodb: Any) -> DynamoTaskEnds:
+    return DynamoTaskEnds(dynamodb, table=tables.RUNS.default_name, retention_seconds=86_400)
+
+
+def test_a_tasks_end_is_recorded_once_and_a_repeat_gets_the_ends_as_they_stand(dynamodb: Any) -> None:
+    workflow_run = run(scheduled_run_id(JOB, AT), RunStatus.RUNNING)
+    first = ends(dynamodb).record(workflow_run, "extract", "succeeded")
+    assert first == TaskEnds({"extract": "succeeded"}, recorded=True)
+    # a duplicate delivery's end, even one that says otherwise, changes nothing
+    again = ends(dynamodb).record(workflow_run, "extract", "failed")
+    assert again == TaskEnds({"extract": "succeeded"}, recorded=False)
+    ends(dynamodb).record(workflow_run, "transform_a", "failed")
+    assert ends(dynamodb).read(workflow_run) == {"extract": "succeeded", "transform_a": "failed"}
+    # the ends' item is not a task
+    assert store(dynamodb).tasks_of("acme", workflow_run) == []
+
+
+@pytest.mark.parametrize("rule", ["all_success", "all_done"])
+def test_of_50_parents_ending_at_once_exactly_one_decides_their_child(dynamodb: Any, rule: str) -> None:
+    # Given a fan-in: 50 parents and one child, the parents' ends recorded from 50 threads at once (on a moto
+    # whose requests are atomic, as DynamoDB's are)
+    make_requests_atomic(dynamodb)
+    parents = [f"shard-{index}" for index in range(50)]
+    graph = TaskGraph(
+        task_ids=(*parents, "merge"),
+        parents={**dict.fromkeys(parents, ()), "merge": tuple(parents)},
+        children={**dict.fromkeys(parents, ("merge",)), "merge": ()},
+    )
+    rules = cast(dict[str, TriggerRule], dict.fromkeys(graph.task_ids, rule))
+    workflow_run = run(scheduled_run_id(JOB, AT), RunStatus.RUNNING)
+    start = threading.Barrier(len(parents))
+    decisions: list[dict[str, str]] = []
+    lock = threading.Lock()
+
+    def end(parent: str) -> None:
+        start.wait()
+        recorded = ends(dynamodb).record(workflow_run, parent, "succeeded")
+        decided = decided_children(graph, rules, recorded.outcomes, parent)
+        with lock:
+            decisions.append(dict(decided))
+
+    threads = [threading.Thread(target=end, args=(parent,)) for parent in parents]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then exactly one end saw all 50 and decided the child, to run
+    assert [decision for decision in decisions if decision] == [{"merge": "run"}]

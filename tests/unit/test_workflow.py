@@ -28,6 +28,7 @@ from tickwork.domain.workflow import (
     TaskOutcome,
     child_run_id,
     decide,
+    decided_children,
     descendants,
     find_cycle,
     outcome_of,
@@ -393,3 +394,23 @@ def test_the_documented_workflow_is_a_valid_job_and_its_tree_is_the_one_shown() 
     spec = JobSpec.model_validate(json.loads(example[1]))
 
     assert plain_tree(workflow_tree(spec.model_dump(mode="json")["target"])) + "\n" == tree[1]
+
+
+# --- what a task's end decides ----------------------------------------------------------------------------
+def test_a_tasks_end_decides_the_children_it_settles_and_leaves_the_others() -> None:
+    graph = task_graph(DIAMOND)
+    rules = {task.id: task.trigger_rule for task in DIAMOND}
+    # extract's end settles both transforms
+    assert decided_children(graph, rules, {"extract": "succeeded"}, "extract") == {
+        "transform_a": "run",
+        "transform_b": "run",
+    }
+    # transform_a alone does not settle load; with transform_b's end known, it does
+    one: dict[str, TaskOutcome] = {"extract": "succeeded", "transform_a": "succeeded"}
+    assert decided_children(graph, rules, one, "transform_a") == {}
+    both: dict[str, TaskOutcome] = {**one, "transform_b": "succeeded"}
+    assert decided_children(graph, rules, both, "transform_b") == {"load": "run"}
+    # a failed parent settles an all_success child at once: skipped
+    assert decided_children(graph, rules, {"transform_a": "failed"}, "transform_a") == {"load": "skip"}
+    # a leaf decides nothing
+    assert decided_children(graph, rules, both, "load") == {}

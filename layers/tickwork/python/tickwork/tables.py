@@ -314,6 +314,12 @@ def tasks_key(tenant_id: str, job_id: str, run_sort_key: str) -> str:
     return f"{job_key(tenant_id, job_id)}#tasks#{run_sort_key}"
 
 
+# In a workflow run's tasks partition, the item of its tasks' ends: an attribute per ended task, its outcome.
+# Its sort key sorts before every task id (they start with a letter or a digit).
+TASK_ENDS_SK = "#ended"
+TASK_END_PREFIX = "end_"
+
+
 def name_key(tenant_id: str, name: str) -> str:
     return f"{tenant_id}/name/{name}"
 

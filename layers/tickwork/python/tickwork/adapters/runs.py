@@ -527,7 +527,9 @@ class DynamoRunStore:
             if not response.get("LastEvaluatedKey"):
                 break
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-        return [run for run in map(run_from_item, items) if run.tenant_id == tenant_id]
+        # The partition's other items (the tasks' ends) sort first, under a key no task id can take.
+        tasks = [item for item in items if not item[tables.RUNS_SK]["S"].startswith("#")]
+        return [run for run in map(run_from_item, tasks) if run.tenant_id == tenant_id]
 
     def _get_task(self, tenant_id: str, child: ChildRunKey) -> Run:
         """A task's run: its workflow run's sort key (a manual one's through its pointer), then the task."""

@@ -169,6 +169,21 @@ def parents_outcomes(graph: TaskGraph, task_id: str, states: TaskStates) -> dict
     return {parent: outcome_of(states.get(parent)) for parent in graph.parents[task_id]}
 
 
+def decided_children(
+    graph: TaskGraph, rules: Mapping[str, TriggerRule], ended: Mapping[str, TaskOutcome], task_id: str
+) -> dict[str, Decision]:
+    """What the end of ``task_id`` decides for its children, from every task's end known so far
+    (``ended``): each child whose rule it settles, run or skip. A child not yet decidable is left out; a
+    child decided already is decided the same way again, which its conditional start absorbs."""
+    decided: dict[str, Decision] = {}
+    for child in graph.children[task_id]:
+        outcomes = {parent: ended.get(parent) for parent in graph.parents[child]}
+        decision = decide(rules[child], outcomes)
+        if decision is not None:
+            decided[child] = decision
+    return decided
+
+
 def to_cancel(tasks: Sequence[WorkflowTask], states: TaskStates, failure_mode: FailureMode) -> frozenset[str]:
     """The tasks a workflow run cancels now. Under ``fail_fast``, once a task failed, every task not started
     (no child run yet, or one waiting for its next attempt) is cancelled; those running finish. Under
