@@ -7,6 +7,7 @@ import json
 import random
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from tickwork.domain.models import (
     MAX_WORKFLOW_TASKS,
     HttpTarget,
+    Job,
     JobSpec,
     RunStatus,
     TriggerRule,
@@ -36,6 +38,8 @@ from tickwork.domain.workflow import (
     parse_child_run_id,
     retry_set,
     task_graph,
+    task_job,
+    task_of,
     to_cancel,
     topological_order,
     workflow_outcome,
@@ -414,3 +418,53 @@ def test_a_tasks_end_decides_the_children_it_settles_and_leaves_the_others() -> 
     assert decided_children(graph, rules, {"transform_a": "failed"}, "transform_a") == {"load": "skip"}
     # a leaf decides nothing
     assert decided_children(graph, rules, both, "load") == {}
+
+
+# --- a task as the run path sees it -------------------------------------------------------------------------
+def workflow_job(**fields: Any) -> Job:
+    at = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    spec = {
+        "name": "nightly-etl",
+        "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"},
+        "target": {
+            "type": "workflow",
+            "tasks": [
+                {"id": "extract", "target": HOOK, "payload": {"step": 1}, "retry": {"max_attempts": 2}},
+                {
+                    "id": "load",
+                    "target": {**HOOK, "url": "https://hooks.example.com/load"},
+                    "depends_on": ["extract"],
+                },
+            ],
+        },
+        "payload": {"whole": True},
+        "retry": {"max_attempts": 7},
+        "overlap_policy": "skip",
+        "jitter_seconds": 30,
+        "priority": "high",
+        **fields,
+    }
+    return Job.model_validate(
+        {**spec, "job_id": "01JOB", "tenant_id": "acme", "created_at": at, "updated_at": at}
+    )
+
+
+def test_a_task_runs_as_its_job_with_its_own_target_payload_and_retry() -> None:
+    job = workflow_job(concurrency_key="warehouse", max_concurrency=3)
+    extract, load = task_of(job, "extract"), task_of(job, "load")
+    assert extract is not None and load is not None
+    viewed = task_job(job, extract)
+    assert viewed.target == extract.target and viewed.payload == {"step": 1}
+    assert viewed.retry.max_attempts == 2
+    assert task_job(job, load).retry.max_attempts == 7  # none of its own: the job's
+    assert task_job(job, load).payload is None  # a task's payload is its own, not the job's
+    # free to overlap and never jittered; the job's identity, priority and key kept
+    assert (viewed.overlap_policy, viewed.max_concurrent_runs, viewed.jitter_seconds) == ("allow", None, 0)
+    assert (viewed.job_id, viewed.tenant_id, viewed.priority) == ("01JOB", "acme", "high")
+    assert (viewed.concurrency_key, viewed.max_concurrency) == ("warehouse", 3)
+
+
+def test_a_task_the_job_does_not_have_is_none() -> None:
+    assert task_of(workflow_job(), "transform") is None
+    plain = workflow_job(target=HOOK)
+    assert task_of(plain, "extract") is None

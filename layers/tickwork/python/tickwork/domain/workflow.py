@@ -20,9 +20,11 @@ from tickwork.domain.models import (
     NOT_STARTED_RUN_STATUSES,
     WORKFLOW_TASK_ID,
     FailureMode,
+    Job,
     RunKey,
     RunStatus,
     TriggerRule,
+    WorkflowTarget,
     WorkflowTask,
     parse_run_id,
 )
@@ -220,6 +222,32 @@ def retry_set(tasks: Sequence[WorkflowTask], states: TaskStates) -> frozenset[st
     task downstream of them. What succeeded upstream of them keeps its outcome (and its output)."""
     unfinished = {task.id for task in tasks if outcome_of(states.get(task.id)) in ("failed", "cancelled")}
     return frozenset(unfinished | descendants(task_graph(tasks), unfinished))
+
+
+# --- a task as the run path sees it -------------------------------------------------------------------------
+def task_of(job: Job, task_id: str) -> WorkflowTask | None:
+    """The task ``task_id`` of a workflow job, or None (not a workflow, or no such task: a message for a
+    task the job no longer has, after a change of its definition)."""
+    target = job.target
+    if not isinstance(target, WorkflowTarget):
+        return None
+    return next((task for task in target.tasks if task.id == task_id), None)
+
+
+def task_job(job: Job, task: WorkflowTask) -> Job:
+    """The job as a task's run is run: the task's target, payload and retry (the job's when it has none),
+    its runs free to overlap (the workflow run holds the job's lane for them all) and never jittered; the
+    job's identity, tenant, priority and concurrency key are kept, so its limits and queue apply."""
+    return job.model_copy(
+        update={
+            "target": task.target,
+            "payload": task.payload,
+            "retry": task.retry or job.retry,
+            "overlap_policy": "allow",
+            "max_concurrent_runs": None,
+            "jitter_seconds": 0,
+        }
+    )
 
 
 # --- child run ids ----------------------------------------------------------------------------------------
