@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import sys
 import tempfile
 import textwrap
 import threading
@@ -13,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +26,27 @@ from bench._common import percentile
 CLIENTS = 8
 WORKERS = 4
 WIDTH = 105
+# Lead before T: the creates (about 200 a second from 8 clients) and a margin.
+LEAD_SECONDS = 12.0
+CREATES_PER_SECOND = 120.0
+# How long to wait for the last run after T: the local stack drains a burst at moto's pace.
+WAIT_SECONDS = 60.0
+WAIT_PER_RUN = 0.05
+
+
+def logger(name: str) -> Callable[[str], None]:
+    """A benchmark's progress lines, on stderr: ``[name] message``."""
+
+    def log(message: str) -> None:
+        print(f"[{name}] {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+def save_figures(name: str, figures: Any) -> None:
+    """The measured figures, pickled in the temporary directory, to redraw the section without measuring."""
+    with open(os.path.join(tempfile.gettempdir(), f"tickwork-bench-{name}.pickle"), "wb") as out:
+        pickle.dump(figures, out)
 
 
 def paragraph(text: str) -> str:

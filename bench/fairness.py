@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pickle
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +32,10 @@ from typing import Any
 from bench._common import machine, median, percentile, table
 from bench._flow import (
     CLIENTS,
+    CREATES_PER_SECOND,
+    LEAD_SECONDS,
+    WAIT_PER_RUN,
+    WAIT_SECONDS,
     WORKERS,
     Recorder,
     Tally,
@@ -43,8 +44,10 @@ from bench._flow import (
     base_url,
     create_jobs,
     local_stack,
+    logger,
     one_time,
     paragraph,
+    save_figures,
     scheduled_ids,
     tally,
     wait_for,
@@ -58,16 +61,7 @@ QUIET_TOKEN = "tw_bench-quiet"  # noqa: S105 - a throwaway token of a local tena
 QUIET_JOBS = 50
 QUIET_SPAN_SECONDS = 10.0
 FLOOR_MS = 1000.0
-# Lead before T: the creates (about 200 a second from 8 clients) and a margin.
-LEAD_SECONDS = 12.0
-CREATES_PER_SECOND = 120.0
-# How long to wait for the last run after T: the local stack drains a burst at moto's pace.
-WAIT_SECONDS = 60.0
-WAIT_PER_RUN = 0.05
-
-
-def log(message: str) -> None:
-    print(f"[fairness] {message}", file=sys.stderr, flush=True)
+log = logger("fairness")
 
 
 @contextmanager
@@ -438,8 +432,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     figures = run(args.runs, args.flood, send_order=args.fifo_order)
-    with open(os.path.join(tempfile.gettempdir(), "tickwork-bench-fairness.pickle"), "wb") as out:
-        pickle.dump(figures, out)
+    save_figures("fairness", figures)
     print(f"machine: {machine()}\n")
     print(markdown(figures, " ".join(["python -m bench.fairness", *sys.argv[1:]])))
     return 0

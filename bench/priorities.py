@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pickle
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,6 +28,10 @@ from typing import Any
 from bench._common import machine, median, table
 from bench._flow import (
     CLIENTS,
+    CREATES_PER_SECOND,
+    LEAD_SECONDS,
+    WAIT_PER_RUN,
+    WAIT_SECONDS,
     WORKERS,
     Recorder,
     Tally,
@@ -38,8 +39,10 @@ from bench._flow import (
     base_url,
     create_jobs,
     local_stack,
+    logger,
     one_time,
     paragraph,
+    save_figures,
     scheduled_ids,
     tally,
     wait_for,
@@ -50,16 +53,11 @@ TOKEN = "tw_bench-busy"  # noqa: S105 - a throwaway token of a local tenant
 HIGH_JOBS = 10
 HIGH_GOAL_MS = 2000.0
 BOUND_MS = 300_000.0
-LEAD_SECONDS = 12.0
-CREATES_PER_SECOND = 120.0
-WAIT_SECONDS = 60.0
-WAIT_PER_RUN = 0.05
 # The receiver's paths: the backlog's and the high runs' calls counted apart.
 BACKLOG, URGENT = "backlog", "urgent"
 
 
-def log(message: str) -> None:
-    print(f"[priorities] {message}", file=sys.stderr, flush=True)
+log = logger("priorities")
 
 
 def high_fires(due: datetime) -> list[datetime]:
@@ -279,8 +277,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.perf_counter()
     figures = run(args.runs, args.backlog)
-    with open(os.path.join(tempfile.gettempdir(), "tickwork-bench-priorities.pickle"), "wb") as out:
-        pickle.dump(figures, out)
+    save_figures("priorities", figures)
     log(f"done in {time.perf_counter() - started:.0f} s")
     print(f"machine: {machine()}\n")
     print(markdown(figures, " ".join(["python -m bench.priorities", *sys.argv[1:]])))

@@ -25,12 +25,16 @@ from typing import Any
 
 from bench._common import machine, median, table
 from bench._flow import (
+    CREATES_PER_SECOND,
+    LEAD_SECONDS,
+    WAIT_SECONDS,
     Recorder,
     Tally,
     Trace,
     base_url,
     create_jobs,
     local_stack,
+    logger,
     one_time,
     paragraph,
     scheduled_ids,
@@ -42,13 +46,7 @@ TENANT = "paced"
 TOKEN = "tw_bench-paced"  # noqa: S105 - a throwaway token of a local tenant
 RATE = 10
 BURST = 20
-LEAD_SECONDS = 12.0
-CREATES_PER_SECOND = 120.0
-WAIT_SECONDS = 60.0
-
-
-def log(message: str) -> None:
-    print(f"[throttle] {message}", file=sys.stderr, flush=True)
+log = logger("throttle")
 
 
 # --- counting ---------------------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench._flow import Arrival, Wait, tally, waits
+from bench._flow import Arrival, Tally, Wait, tally, waits
 from bench.fairness import Figures, Trial, allowed_p99, faults, quiet_fires
 from bench.fairness import markdown as fairness_markdown
+from bench.priorities import Figures as PriorityFigures
+from bench.priorities import Trial as PriorityTrial
+from bench.priorities import markdown as priorities_markdown
 from bench.throttle import Trial as ThrottleTrial
 from bench.throttle import markdown as throttle_markdown
 from bench.throttle import most_in_one_second, starts_per_second, steady_rate
@@ -167,3 +170,37 @@ def test_a_window_over_the_burst_is_reported_as_such() -> None:
     flat = " ".join(throttle_markdown([trial], "c").split())
 
     assert "holds the most starts, 21 here, one over the burst" in flat
+
+
+# --- priorities ---------------------------------------------------------------------------------------------
+def _tally(lags_ms: list[float], lost: int = 0) -> Tally:
+    return Tally(
+        expected=len(lags_ms) + lost,
+        received=len(lags_ms),
+        duplicates=0,
+        lost=lost,
+        unexpected=0,
+        early=0,
+        lags_ms=tuple(lags_ms),
+        first=0.0,
+        last=max(lags_ms, default=0.0) / 1000,
+    )
+
+
+def _pair(high_ms: float, low_ms: list[float], plain_low_ms: list[float], lost: int = 0) -> PriorityFigures:
+    ranked = PriorityTrial(2000, True, _tally(low_ms, lost), _tally([high_ms] * 10), True, 0.0)
+    plain = PriorityTrial(2000, False, _tally(plain_low_ms), _tally([9000.0] * 10), True, 0.0)
+    return PriorityFigures([ranked], [plain])
+
+
+def test_the_priorities_goal_is_met_only_with_high_runs_within_2_s_and_every_low_run_delivered() -> None:
+    met = priorities_markdown(_pair(105.0, [5000.0, 9000.0], [5100.0, 9100.0]), "cmd")
+    assert "then 10 one-time `high`" in " ".join(met.split())
+    assert ": met." in " ".join(met.split())
+    late = priorities_markdown(_pair(2500.0, [5000.0], [5000.0]), "cmd")
+    assert ": not met." in " ".join(late.split())
+    lost = priorities_markdown(_pair(105.0, [5000.0], [5000.0], lost=1), "cmd")
+    assert ": not met." in " ".join(lost.split())
+    # a low run 301 s later than without priorities breaks the bound
+    starved = priorities_markdown(_pair(105.0, [5000.0, 320_000.0], [5000.0, 9000.0]), "cmd")
+    assert ": not met." in " ".join(starved.split())
