@@ -10,10 +10,10 @@ from typing import Any, cast
 import pytest
 from tickwork import tables
 from tickwork.adapters.runs import DynamoRunStore
-from tickwork.adapters.task_ends import DynamoTaskEnds, TaskEnds
+from tickwork.adapters.task_ends import DynamoTaskEnds
 from tickwork.app.ports import Expect
 from tickwork.domain.models import Run, RunStatus, TriggerRule, manual_run_id, scheduled_run_id
-from tickwork.domain.workflow import TaskGraph, child_run_id, decided_children
+from tickwork.domain.workflow import TaskEnds, TaskGraph, child_run_id, decided_children
 from tickwork.errors import NotFound
 
 from tests.support.engine import make_requests_atomic

@@ -26,6 +26,7 @@ from tickwork.adapters.lanes import DynamoLanes, DynamoTenantSlots
 from tickwork.adapters.queue import SqsDeadRunQueue, SqsRunQueue
 from tickwork.adapters.run_index import DynamoRunIndex
 from tickwork.adapters.runs import DynamoRunStore
+from tickwork.adapters.task_ends import DynamoTaskEnds
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.adapters.throttles import DynamoTenantThrottles
 from tickwork.app.flow import FlowReader
@@ -366,6 +367,15 @@ class Runtime:
             worker_id=worker_id or self.worker_id,
             lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
             pool_wait_alarm=self.settings.pool_wait_alarm,
+            task_ends=self.task_ends,
+        )
+
+    @cached_property
+    def task_ends(self) -> DynamoTaskEnds:
+        return DynamoTaskEnds(
+            self.dynamodb,
+            table=self.settings.runs_table,
+            retention_seconds=self.settings.run_retention_days * 86_400,
         )
 
     def idempotency_store(self) -> DynamoDBPersistenceLayer:

@@ -7,7 +7,6 @@ delivery finishing what its first delivery started) writes nothing and gets the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
@@ -16,18 +15,10 @@ from tickwork import tables
 from tickwork.adapters.dynamo import from_item, is_conditional_failure, to_item
 from tickwork.domain.models import Run, parse_run_id
 from tickwork.domain.timeutil import to_epoch_ms
-from tickwork.domain.workflow import TaskOutcome
+from tickwork.domain.workflow import TaskEnds, TaskOutcome
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-
-@dataclass(frozen=True)
-class TaskEnds:
-    """The tasks of a workflow run that ended, with their outcomes; ``recorded``: this call wrote the end."""
-
-    outcomes: dict[str, TaskOutcome]
-    recorded: bool
 
 
 def _outcomes(item: dict[str, Any] | None) -> dict[str, TaskOutcome]:

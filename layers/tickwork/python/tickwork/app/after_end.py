@@ -4,7 +4,9 @@
    whoever reads the run next: the message's next delivery);
 2. the job's completion, once its schedule's last fire has ended, however it ended;
 3. a `queue` job's next fire, if already due, sent at once rather than when its held message comes back;
-4. a backfill chain's next fire, sent once this fire's attempt has ended (paced).
+4. a backfill chain's next fire, sent once this fire's attempt has ended (paced);
+5. a workflow task's end: recorded once in its workflow run's fan-in, then each child it settles started
+   (stored PLANNED and sent) or skipped (stored SKIPPED, its own end carried on in turn).
 
 Whoever ended the run (an attempt, a decision that ends it unrun, a lost attempt taken over) calls
 :class:`AfterEnd` with an :class:`Ended`, which says which of the steps the end asks for; a duplicate
@@ -22,14 +24,24 @@ from datetime import datetime
 from typing import Any
 
 from tickwork.app.lifecycle import RunLifecycle
-from tickwork.app.ports import Clock, DeadLetters, JobStore, Metrics, RunQueue
+from tickwork.app.ports import Clock, DeadLetters, Dispatch, JobStore, Metrics, RunQueue, TaskEndStore
 from tickwork.domain.arrival import BACKFILL_SPACING, Candidate
 from tickwork.domain.fires import is_last_fire, next_in_chain
 from tickwork.domain.lanes import Lane
 from tickwork.domain.lifecycle import TERMINAL
-from tickwork.domain.models import Attempt, Job, JobStatus, Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.models import (
+    Attempt,
+    Job,
+    JobStatus,
+    Run,
+    RunMessage,
+    RunStatus,
+    WorkflowTarget,
+    scheduled_run_id,
+)
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.domain.workflow import decided_children, outcome_of, parse_child_run_id, task_graph
 from tickwork.observability import logger
 
 
@@ -68,7 +80,9 @@ class AfterEnd:
         metrics: Metrics,
         clock: Clock,
         sleep: Callable[[float], None],
+        task_ends: TaskEndStore | None = None,
     ):
+        self.task_ends = task_ends
         self.jobs = jobs
         self.metrics = metrics
         self.lifecycle = lifecycle
@@ -81,6 +95,7 @@ class AfterEnd:
             self.complete_job,
             self.hand_on,
             self.continue_chain,
+            self.continue_workflow,
         )
 
     def end_unrun(
@@ -168,6 +183,39 @@ class AfterEnd:
             )
             self.queue.send_later(message, 0)
 
+    def continue_workflow(self, ended: Ended) -> None:
+        """A workflow task's run ended: its end recorded in the fan-in (once), then what it settles for its
+        children, each started or skipped once however often this step runs (a duplicate delivery)."""
+        child = parse_child_run_id(ended.run.run_id)
+        outcome = outcome_of(ended.run.status)
+        if child is None or outcome is None or self.task_ends is None:
+            return
+        definition = self.jobs.get(ended.run.tenant_id, ended.run.job_id)
+        if not isinstance(definition.target, WorkflowTarget):
+            return
+        workflow_run = _workflow_run_of(ended.run, child.parent_run_id)
+        ends = self.task_ends.record(workflow_run, child.task_id, outcome)
+        tasks = definition.target.tasks
+        rules = {task.id: task.trigger_rule for task in tasks}
+        decided = decided_children(task_graph(tasks), rules, ends.outcomes, child.task_id)
+        now = self.clock()
+        for task_id, decision in decided.items():
+            run, written = self.lifecycle.plan_task(workflow_run, task_id, now, skipped=decision == "skip")
+            stored = run if written.ok else written.current
+            if stored is None:
+                continue
+            if decision == "skip" and stored.status is RunStatus.SKIPPED:
+                self(Ended(ended.job, stored))  # its end settles its own children in turn
+            elif decision == "run" and stored.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
+                message = RunMessage(
+                    tenant_id=stored.tenant_id,
+                    run_id=stored.run_id,
+                    sent_at=to_epoch_ms(now),
+                    priority=message_priority(definition.priority),
+                )
+                # Unsent, the PLANNED run waits for the sweeper, which sends it again.
+                self.queue.send([Dispatch(message, now)], now)
+
     def continue_chain(self, ended: Ended) -> None:
         """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
         job, chain = ended.job, ended.chain
@@ -188,6 +236,19 @@ class AfterEnd:
             priority=message_priority(job.priority),
         )
         self.queue.send_later(step, 0)
+
+
+def _workflow_run_of(task_run: Run, run_id: str) -> Run:
+    """The workflow run a task's run belongs to, as far as its fan-in's key needs it (its id, tenant, job and
+    scheduled time, which the task's run shares), without a read."""
+    return Run(
+        run_id=run_id,
+        job_id=task_run.job_id,
+        tenant_id=task_run.tenant_id,
+        scheduled_for=task_run.scheduled_for,
+        status=RunStatus.RUNNING,
+        created_at=task_run.created_at,
+    )
 
 
 def log_end(run: Run, *, error_code: str | None = None, duration_ms: int | None = None) -> None:

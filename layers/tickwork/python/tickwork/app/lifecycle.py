@@ -24,6 +24,7 @@ from tickwork.domain.arrival import Candidate
 from tickwork.domain.lifecycle import IllegalTransition, ensure_move
 from tickwork.domain.models import Attempt, Job, Run, RunStatus, manual_run_id, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
+from tickwork.domain.workflow import child_run_id
 
 
 class RunLifecycle:
@@ -46,6 +47,25 @@ class RunLifecycle:
             status=RunStatus.PLANNED,
             trigger="manual",
             created_at=now,
+        )
+        return run, self._move(run, Expect.new(), was=None)
+
+    def plan_task(
+        self, workflow_run: Run, task_id: str, now: datetime, *, skipped: bool = False
+    ) -> tuple[Run, Written]:
+        """A task's run in a workflow run, stored once (the conditional create is what starts a task once):
+        PLANNED, for its message to follow, or SKIPPED when its trigger rule can no longer be met. It
+        carries its workflow run's scheduled time, which places it in that run's tasks partition."""
+        run = Run(
+            run_id=child_run_id(workflow_run.run_id, task_id),
+            job_id=workflow_run.job_id,
+            tenant_id=workflow_run.tenant_id,
+            scheduled_for=workflow_run.scheduled_for,
+            status=RunStatus.SKIPPED if skipped else RunStatus.PLANNED,
+            trigger="manual",
+            created_at=now,
+            finished_at=now if skipped else None,
+            reason="its parents' outcomes do not meet its trigger rule" if skipped else None,
         )
         return run, self._move(run, Expect.new(), was=None)
 

@@ -15,6 +15,7 @@ from tickwork.domain.priority import Priority
 from tickwork.domain.run_index import IndexChunk
 from tickwork.domain.run_listing import Position, RunFilter, Slice
 from tickwork.domain.tenants import Principal, Tenant, TenantChanges
+from tickwork.domain.workflow import TaskEnds, TaskOutcome
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]
@@ -214,6 +215,15 @@ class TenantSlots(Protocol):
     def note_ahead(self, tenant_id: str, shard: int, priority: Priority, until: datetime) -> None:
         """Note that runs of ``priority`` wait for the item's limit until ``until`` (a later note only);
         the version stays."""
+
+
+class TaskEndStore(Protocol):
+    """The fan-in of workflow runs: each task's end, recorded once (:mod:`tickwork.adapters.task_ends`)."""
+
+    def record(self, workflow_run: Run, task_id: str, outcome: TaskOutcome) -> TaskEnds:
+        """The task's end if not recorded yet; every end recorded, as they stand after the call."""
+
+    def read(self, workflow_run: Run) -> dict[str, TaskOutcome]: ...
 
 
 class TenantThrottles(Protocol):

@@ -41,6 +41,7 @@ from tickwork.app.ports import (
     Metrics,
     RunQueue,
     RunStore,
+    TaskEndStore,
     TenantGauges,
     TenantSlots,
     TenantStore,
@@ -78,6 +79,7 @@ from tickwork.domain.models import (
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.domain.workflow import parse_child_run_id, task_job, task_of
 from tickwork.errors import NotFound
 from tickwork.observability import logger
 
@@ -115,6 +117,7 @@ class Worker:
         pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
         rng: random.Random | None = None,
         gauges: TenantGauges | None = None,
+        task_ends: TaskEndStore | None = None,
     ):
         self.jobs = jobs
         self.lanes = lanes
@@ -126,6 +129,7 @@ class Worker:
         rng = rng or random.Random()  # noqa: S311 - jitter, not security
         self.lifecycle = RunLifecycle(runs)
         self.after_end = AfterEnd(
+            task_ends=task_ends,
             jobs=jobs,
             lifecycle=self.lifecycle,
             dead_letters=dead_letters,
@@ -168,6 +172,10 @@ class Worker:
         """Do what the message asks; returns what happened. Afterwards the message can be deleted (a run held
         back has been sent again); an exception leaves it for SQS to deliver again."""
         key = parse_run_id(message.run_id)
+        child = parse_child_run_id(message.run_id) if key is None else None
+        if child is not None:
+            # A workflow task's run: stored before its message is sent, as a manual run is.
+            key = RunKey(child.parent.job_id, None, child.task_id)
         if key is None:
             self.metrics.count("MessagesDropped")
             logger.warning("message with a malformed run id dropped", extra={"run_id": message.run_id})
@@ -183,6 +191,15 @@ class Worker:
             logger.warning("message for an unknown job dropped", extra={"run_id": message.run_id})
             return "unknown job"
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
+        if child is not None:
+            task = task_of(job, child.task_id)
+            if task is None:
+                self.metrics.count("MessagesDropped")
+                logger.warning("message for a task its job does not have dropped")
+                logger.remove_keys(["tenant_id", "job_id", "run_id"])
+                return "unknown task"
+            # Run as its own job would be; the workflow run holds the job's lane for all its tasks.
+            job, lane = task_job(job, task), Lane()
         if message.priority != message_priority(job.priority):
             # Sent without its job's priority (by the sweeper), or before it changed: any send from here on
             # goes to the queue of the job's priority.

@@ -224,6 +224,15 @@ def retry_set(tasks: Sequence[WorkflowTask], states: TaskStates) -> frozenset[st
     return frozenset(unfinished | descendants(task_graph(tasks), unfinished))
 
 
+@dataclass(frozen=True)
+class TaskEnds:
+    """The tasks of a workflow run that ended, with their outcomes; ``recorded``: the call that returned it
+    recorded the end it was asked to (a repeat did not)."""
+
+    outcomes: dict[str, TaskOutcome]
+    recorded: bool
+
+
 # --- a task as the run path sees it -------------------------------------------------------------------------
 def task_of(job: Job, task_id: str) -> WorkflowTask | None:
     """The task ``task_id`` of a workflow job, or None (not a workflow, or no such task: a message for a

@@ -1,0 +1,105 @@
+"""A workflow run's tasks through the real worker (moto, loopback receiver): each task's run is run as its
+own job would be, and its end starts (or skips) the children it settles, each once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwork.domain.models import Run, RunMessage, RunStatus, scheduled_run_id
+from tickwork.domain.workflow import child_run_id
+
+from tests.integration.conftest import Engine
+
+
+def diamond(engine: Engine, *, transform_b_path: str = "/transform_b", rule: str = "all_success") -> str:
+    """extract -> (transform_a, transform_b) -> load, on a schedule that fires tomorrow: the test starts the
+    workflow run's first task itself."""
+    hook = engine.http
+
+    def task(task_id: str, path: str, *parents: str, **fields: Any) -> dict[str, Any]:
+        return {"id": task_id, "target": hook(path), "depends_on": list(parents), **fields}
+
+    workflow = {
+        "type": "workflow",
+        "tasks": [
+            task("extract", "/extract", payload={"step": "extract"}),
+            task("transform_a", "/transform_a", "extract"),
+            task("transform_b", transform_b_path, "extract", retry={"max_attempts": 1}),
+            task("load", "/load", "transform_a", "transform_b", trigger_rule=rule),
+        ],
+    }
+    schedule = {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
+    return engine.create(schedule=schedule, target=workflow).job.job_id
+
+
+def start(engine: Engine, job_id: str) -> Run:
+    """The workflow run, and its root task stored and sent, as the workflow run's start does."""
+    at = engine.clock()
+    workflow_run = Run(
+        run_id=scheduled_run_id(job_id, at),
+        job_id=job_id,
+        tenant_id="acme",
+        scheduled_for=at,
+        status=RunStatus.RUNNING,
+        created_at=at,
+    )
+    root, written = engine.runtime.worker().lifecycle.plan_task(workflow_run, "extract", at)
+    assert written.ok
+    engine.runtime.queue.send_later(RunMessage(tenant_id="acme", run_id=root.run_id), 0)
+    return workflow_run
+
+
+def task_statuses(engine: Engine, workflow_run: Run) -> dict[str, RunStatus]:
+    tasks = engine.runtime.runs.tasks_of("acme", workflow_run)
+    return {task.run_id.rsplit("/", 1)[1]: task.status for task in tasks}
+
+
+def test_a_diamonds_tasks_each_run_once_after_their_parents(engine: Engine) -> None:
+    job_id = diamond(engine)
+    workflow_run = start(engine, job_id)
+
+    engine.drain()
+
+    calls = {
+        path: engine.receiver.for_path(path) for path in ("/extract", "/transform_a", "/transform_b", "/load")
+    }
+    assert {path: len(received) for path, received in calls.items()} == dict.fromkeys(calls, 1)
+    order = sorted(calls, key=lambda path: calls[path][0].at)
+    assert order[0] == "/extract" and order[-1] == "/load"
+    # each call is its task's run: its own id (the idempotency key), and the task's own payload
+    extract = calls["/extract"][0]
+    assert extract.json()["run_id"] == child_run_id(workflow_run.run_id, "extract")
+    assert extract.json()["payload"] == {"step": "extract"}
+    assert task_statuses(engine, workflow_run) == dict.fromkeys(
+        ("extract", "transform_a", "transform_b", "load"), RunStatus.SUCCEEDED
+    )
+    assert engine.runtime.task_ends.read(workflow_run) == dict.fromkeys(
+        ("extract", "transform_a", "transform_b", "load"), "succeeded"
+    )
+
+
+def test_a_failed_parent_skips_an_all_success_child_and_runs_an_all_done_one(engine: Engine) -> None:
+    for rule, load_runs in (("all_success", 0), ("all_done", 1)):
+        # transform_b's target answers 404: a permanent error, FAILED at once
+        engine.receiver.script[f"/gone-{rule}"] = [404]
+        job_id = diamond(engine, transform_b_path=f"/gone-{rule}", rule=rule)
+        workflow_run = start(engine, job_id)
+        engine.drain()
+        statuses = task_statuses(engine, workflow_run)
+        assert statuses["transform_b"] is RunStatus.FAILED
+        assert statuses["load"] is (RunStatus.SKIPPED if load_runs == 0 else RunStatus.SUCCEEDED)
+        assert len(engine.receiver.for_path("/load")) == load_runs
+
+
+def test_a_duplicate_delivery_of_a_parent_starts_no_child_twice(engine: Engine) -> None:
+    job_id = diamond(engine)
+    workflow_run = start(engine, job_id)
+    engine.drain()
+    # every task's message delivered again, as SQS may
+    for task_id in ("extract", "transform_a", "transform_b", "load"):
+        engine.runtime.queue.send_later(
+            RunMessage(tenant_id="acme", run_id=child_run_id(workflow_run.run_id, task_id)), 0
+        )
+    engine.drain()
+    for path in ("/extract", "/transform_a", "/transform_b", "/load"):
+        assert len(engine.receiver.for_path(path)) == 1, path
