@@ -103,3 +103,53 @@ def test_a_duplicate_delivery_of_a_parent_starts_no_child_twice(engine: Engine) 
     engine.drain()
     for path in ("/extract", "/transform_a", "/transform_b", "/load"):
         assert len(engine.receiver.for_path(path)) == 1, path
+
+
+def test_a_workflow_jobs_fire_runs_its_tasks_and_ends_with_them(engine: Engine) -> None:
+    # Given a one-time workflow job due now: extract -> (transform_a, transform_b) -> load
+    hook = engine.http
+    tasks = [
+        {"id": "extract", "target": hook("/wf-extract")},
+        {"id": "transform_a", "target": hook("/wf-a"), "depends_on": ["extract"]},
+        {"id": "transform_b", "target": hook("/wf-b"), "depends_on": ["extract"]},
+        {"id": "load", "target": hook("/wf-load"), "depends_on": ["transform_a", "transform_b"]},
+    ]
+    at = engine.clock()
+    created = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    )
+    job_id = created.job.job_id
+
+    # When its fire is delivered and every task's message after it
+    engine.drain()
+
+    # Then each task ran once, the workflow run SUCCEEDED with its last task, and the one-time job completed
+    for path in ("/wf-extract", "/wf-a", "/wf-b", "/wf-load"):
+        assert len(engine.receiver.for_path(path)) == 1, path
+    workflow_run = engine.run("acme", scheduled_run_id(job_id, at))
+    assert workflow_run.status is RunStatus.SUCCEEDED
+    assert workflow_run.workflow
+    assert engine.runtime.service.get_job("acme", job_id, engine.clock()).job.status.value == "COMPLETED"
+
+
+def test_a_workflow_run_with_a_failed_task_ends_failed_and_skips_what_needed_it(engine: Engine) -> None:
+    engine.receiver.script["/wf2-b"] = [404]
+    hook = engine.http
+    tasks = [
+        {"id": "extract", "target": hook("/wf2-extract")},
+        {"id": "transform_b", "target": hook("/wf2-b"), "depends_on": ["extract"]},
+        {"id": "load", "target": hook("/wf2-load"), "depends_on": ["transform_b"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+    engine.drain()
+    workflow_run = engine.run("acme", scheduled_run_id(job_id, at))
+    assert workflow_run.status is RunStatus.FAILED
+    assert task_statuses(engine, workflow_run) == {
+        "extract": RunStatus.SUCCEEDED,
+        "transform_b": RunStatus.FAILED,
+        "load": RunStatus.SKIPPED,
+    }
+    assert engine.receiver.for_path("/wf2-load") == []

@@ -18,7 +18,7 @@ through :class:`~tickwork.app.lifecycle.RunLifecycle`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,7 +41,13 @@ from tickwork.domain.models import (
 )
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
-from tickwork.domain.workflow import decided_children, outcome_of, parse_child_run_id, task_graph
+from tickwork.domain.workflow import (
+    TaskOutcome,
+    decided_children,
+    outcome_of,
+    parse_child_run_id,
+    task_graph,
+)
 from tickwork.observability import logger
 
 
@@ -196,6 +202,9 @@ class AfterEnd:
         workflow_run = _workflow_run_of(ended.run, child.parent_run_id)
         ends = self.task_ends.record(workflow_run, child.task_id, outcome)
         tasks = definition.target.tasks
+        if len(ends.outcomes) == len(tasks):
+            self.end_workflow(definition, child.parent_run_id, ends.outcomes)
+            return
         rules = {task.id: task.trigger_rule for task in tasks}
         decided = decided_children(task_graph(tasks), rules, ends.outcomes, child.task_id)
         now = self.clock()
@@ -215,6 +224,30 @@ class AfterEnd:
                 )
                 # Unsent, the PLANNED run waits for the sweeper, which sends it again.
                 self.queue.send([Dispatch(message, now)], now)
+
+    def end_workflow(self, definition: Job, run_id: str, outcomes: Mapping[str, TaskOutcome]) -> None:
+        """Every task ended: the workflow run ends, FAILED if a task failed, CANCELLED if one was cancelled,
+        else SUCCEEDED, then what follows its own end (its job's completion, a queued fire's hand-on). Run
+        again by a repeated end, it finds the run ended and carries its end on once more, harmlessly."""
+        running = self.lifecycle.runs.get(definition.tenant_id, run_id)
+        if running.status in TERMINAL:
+            self(Ended(definition, running, hand_on=True))
+            return
+        if not (running.status is RunStatus.RUNNING and running.workflow):
+            return
+        values = set(outcomes.values())
+        status = (
+            RunStatus.FAILED
+            if "failed" in values
+            else RunStatus.CANCELLED
+            if "cancelled" in values
+            else RunStatus.SUCCEEDED
+        )
+        final = self.lifecycle.end_workflow(running, status, self.clock())
+        if final is not None:
+            self.metrics.count("WorkflowRunsEnded")
+            log_end(final)
+            self(Ended(definition, final, hand_on=True))
 
     def continue_chain(self, ended: Ended) -> None:
         """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""

@@ -204,6 +204,30 @@ class RunLifecycle:
             return waiting if self._keep(candidate.stored, waiting).ok else None
         return waiting if self._move(waiting, expect, was=was).ok else None
 
+    def start_workflow(self, candidate: Candidate, run: Run, *, in_lane: bool, now: datetime) -> Run | None:
+        """A workflow run starts: RUNNING, its tasks to run it (no lease of its own: the lane holder's token
+        it carries keeps the job's lane until it ends). Written as hand_to_pool writes; None when another
+        write got there first."""
+        started = run.model_copy(
+            update={
+                "status": RunStatus.RUNNING,
+                "workflow": True,
+                "attempt": max(run.attempt, 1),
+                "started_at": run.started_at or now,
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "lease_token": None,
+                "retry_at": None,
+            }
+        )
+        expect = Expect.older_than(run.fencing_token + 1) if in_lane else _as_read(candidate)
+        return started if self._move(started, expect, was=_stored_status(candidate)).ok else None
+
+    def end_workflow(self, running: Run, status: RunStatus, now: datetime) -> Run | None:
+        """A workflow run ends with its last task: ``status`` from its tasks' outcomes, if still as read."""
+        ended = running.model_copy(update={"status": status, "finished_at": now})
+        return ended if self._move(ended, Expect.at(running), was=running.status).ok else None
+
     def claim_from_pool(self, waiting: Run, claimed: Run) -> bool:
         """A worker of the pool claims the waiting run: RUNNING under its lease token, if still as read."""
         return self._move(claimed, Expect.at(waiting), was=waiting.status).ok

@@ -47,6 +47,7 @@ from tickwork.app.ports import (
     TenantStore,
     TenantThrottles,
 )
+from tickwork.app.workflows import WorkflowStarts, workflow_of
 from tickwork.domain.arrival import (
     MAX_DELAY_SECONDS,
     MAX_EARLY_WAIT,
@@ -163,6 +164,7 @@ class Worker:
             clock=clock,
             rng=rng,
         )
+        self.workflows = WorkflowStarts(lifecycle=self.lifecycle, queue=queue, metrics=metrics)
         self.lost_attempts = LostAttempts(
             lifecycle=self.lifecycle, after_end=self.after_end, metrics=metrics, rng=rng
         )
@@ -254,6 +256,11 @@ class Worker:
                 return taken.reason
             if laned:
                 claimed = self.claims.claim_lane(job, lane, verdict, records, now)
+                if isinstance(claimed, Lease) and workflow_of(job) is not None:
+                    # Its tasks take their own places under the tenant's limits: the run gives its back.
+                    self.claims.give_back(job, taken)
+                    started = self.workflows.start(job, verdict, claimed, now)
+                    return "workflow started" if started else "contended: the run changed"
                 if isinstance(claimed, Lease) and pool_target_of(job) is not None:
                     handed = self.claims.hand_to_pool(job, verdict, claimed, now)
                     return "handed to its pool" if handed else "contended: the run changed"
@@ -269,6 +276,12 @@ class Worker:
                     self.claims.give_back(job, taken)
                     lane = claimed
                 before = owed_before(job, key, message, lane)
+                records = self._records(job, lane, message.run_id, before)
+                stored = records.get(message.run_id)
+            elif workflow_of(job) is not None:
+                self.claims.give_back(job, taken)
+                if self.workflows.start(job, verdict, None, now) is not None:
+                    return "workflow started"
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)
             elif pool_target_of(job) is not None:

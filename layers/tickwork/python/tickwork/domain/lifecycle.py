@@ -72,7 +72,7 @@ def attention_at(run: Run) -> datetime | None:
     if run.waiting_in_pool:
         return run.pool_wait_alarm_at
     if run.held_outside and run.status is S.RUNNING:
-        return run.lease_expires_at
+        return run.lease_expires_at  # none for a workflow run: its tasks are the sweeper's to look at
     if run.status is S.PLANNED:
         return run.created_at + PLANNED_GRACE
     if run.status is S.ENQUEUED:

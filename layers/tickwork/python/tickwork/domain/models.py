@@ -857,6 +857,8 @@ class Run(StrictModel):
     """When the next attempt's message went out (None: not yet, a retry too far ahead for SQS's delay)."""
     dead_letter_owed: bool = Field(False, exclude=True)
     """DEAD, and its dead letter not yet known to be in its queue: whoever reads it next sends it."""
+    workflow: bool = False
+    """A workflow run: RUNNING while its tasks run (each a run of its own), ended by the end of the last."""
     # A pool run's (a ``pool`` target's): claimed by the tenant's own workers, kept alive by heartbeats.
     pool: str | None = None
     """The pool the run waits in (ENQUEUED) or runs in (RUNNING), claimed by the tenant's workers."""
@@ -892,6 +894,8 @@ class Run(StrictModel):
         """Its attempt is in outside hands: in its pool (waiting for a claim, or claimed), or RUNNING under a
         lease token (a webhook that answered 202). It ends through the heartbeat, complete and fail routes,
         or the sweeper's lapse of its lease; it holds its job's lane meanwhile."""
+        if self.status is RunStatus.RUNNING and self.workflow:
+            return True  # its tasks run it
         return self.in_pool or (self.status is RunStatus.RUNNING and self.lease_token is not None)
 
     @property
