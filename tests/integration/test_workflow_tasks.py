@@ -3,10 +3,12 @@ own job would be, and its end starts (or skips) the children it settles, each on
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tickwork.domain.models import Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id
+from tickwork_local.harness import Reply
 
 from tests.integration.conftest import Engine
 
@@ -153,3 +155,33 @@ def test_a_workflow_run_with_a_failed_task_ends_failed_and_skips_what_needed_it(
         "load": RunStatus.SKIPPED,
     }
     assert engine.receiver.for_path("/wf2-load") == []
+
+
+def test_a_tasks_envelope_carries_its_parents_outputs(engine: Engine) -> None:
+    # Given extract and count answering JSON (their outputs), report depending on both
+    engine.receiver.replies["/out-extract"] = Reply(200, body=json.dumps({"rows": 42}).encode())
+    engine.receiver.replies["/out-count"] = Reply(200, body=b"[1, 2, 3]")
+    hook = engine.http
+    tasks = [
+        {"id": "extract", "target": hook("/out-extract")},
+        {"id": "count", "target": hook("/out-count")},
+        {"id": "report", "target": hook("/out-report"), "depends_on": ["extract", "count"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+
+    engine.drain()
+
+    # Then the roots' envelopes name no parents, and report's has both outputs
+    assert engine.receiver.for_path("/out-extract")[0].json()["parents"] == {}
+    [report] = engine.receiver.for_path("/out-report")
+    assert report.json()["parents"] == {"extract": {"rows": 42}, "count": [1, 2, 3]}
+    workflow_run = engine.run("acme", scheduled_run_id(job_id, at))
+    assert workflow_run.status is RunStatus.SUCCEEDED
+    # a plain job's envelope is as it was: no parents
+    plain = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=hook("/out-plain"))
+    engine.drain()
+    assert "parents" not in engine.receiver.for_path("/out-plain")[0].json()
+    assert plain.job.job_id

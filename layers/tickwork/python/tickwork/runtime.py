@@ -41,6 +41,7 @@ from tickwork.config import Settings
 from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.priority import PRIORITIES, Priority
 from tickwork.domain.tenants import Principal, Tenant
+from tickwork.domain.workflow import child_run_id, parse_child_run_id, task_graph
 from tickwork.observability import PowertoolsMetricSink, PowertoolsTenantGauges
 from tickwork.targets import Delivery, LazyClients, Resolver, TargetResult, invoke
 
@@ -332,6 +333,7 @@ class Runtime:
             payload=job.payload,
             tenant_secret=tenant.signing_secret,
             lease_token=run.lease_token,
+            parents=self.parents_of(job, run),
         )
         return invoke(
             job.target,
@@ -341,6 +343,21 @@ class Runtime:
             now_epoch=int(time.time()),
             resolver=self.resolver,
         )
+
+    def parents_of(self, job: Job, run: Run) -> dict[str, Any] | None:
+        """A workflow task's parents' outputs, by task id, for its envelope (None for a run that is not a
+        task): one read of the parents' runs, in its workflow run's tasks partition."""
+        child = parse_child_run_id(run.run_id)
+        workflow = job.workflow
+        if child is None or workflow is None:
+            return None
+        parents = task_graph(workflow.tasks).parents.get(child.task_id, ())
+        if not parents:
+            return {}
+        ids = [child_run_id(child.parent_run_id, parent) for parent in parents]
+        found = self.runs.find_many(run.tenant_id, run.job_id, ids)
+        outputs = {parent: found.get(task_run) for parent, task_run in zip(parents, ids, strict=True)}
+        return {parent: task.output if task is not None else None for parent, task in outputs.items()}
 
     def worker(
         self,

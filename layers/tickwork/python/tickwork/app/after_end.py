@@ -36,7 +36,6 @@ from tickwork.domain.models import (
     Run,
     RunMessage,
     RunStatus,
-    WorkflowTarget,
     scheduled_run_id,
 )
 from tickwork.domain.priority import message_priority
@@ -196,13 +195,15 @@ class AfterEnd:
         outcome = outcome_of(ended.run.status)
         if child is None or outcome is None or self.task_ends is None:
             return
-        definition = self.jobs.get(ended.run.tenant_id, ended.run.job_id)
-        if not isinstance(definition.target, WorkflowTarget):
+        workflow = ended.job.workflow
+        if workflow is None:
             return
         workflow_run = _workflow_run_of(ended.run, child.parent_run_id)
         ends = self.task_ends.record(workflow_run, child.task_id, outcome)
-        tasks = definition.target.tasks
+        tasks = workflow.tasks
         if len(ends.outcomes) == len(tasks):
+            # The workflow run's own end is its job's: read as it stands now.
+            definition = self.jobs.get(ended.run.tenant_id, ended.run.job_id)
             self.end_workflow(definition, child.parent_run_id, ends.outcomes)
             return
         rules = {task.id: task.trigger_rule for task in tasks}
@@ -220,7 +221,7 @@ class AfterEnd:
                     tenant_id=stored.tenant_id,
                     run_id=stored.run_id,
                     sent_at=to_epoch_ms(now),
-                    priority=message_priority(definition.priority),
+                    priority=message_priority(ended.job.priority),
                 )
                 # Unsent, the PLANNED run waits for the sweeper, which sends it again.
                 self.queue.send([Dispatch(message, now)], now)

@@ -147,6 +147,7 @@ class Attempts:
         done = run.model_copy(
             update={
                 "attempts": [*run.attempts[:-1], attempt],
+                **({"output": result.output} if result.ok and result.output is not None else {}),
                 "lease_owner": None,
                 "lease_expires_at": None,
                 "lease_token": None,

@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     JsonValue,
     PlainSerializer,
+    PrivateAttr,
     StringConstraints,
     ValidationInfo,
     WithJsonSchema,
@@ -764,6 +765,9 @@ class PauseInfo(StrictModel):
 class Job(JobSpec):
     """A stored job: the spec plus identity, state and the planning cursor."""
 
+    # A workflow task's view of its job (``tickwork.domain.workflow.task_job``): the workflow it is a task of.
+    _workflow: WorkflowTarget | None = PrivateAttr(default=None)
+
     job_id: str
     tenant_id: str
     status: JobStatus = JobStatus.ACTIVE
@@ -776,6 +780,17 @@ class Job(JobSpec):
     cancelled_at: Instant | None = None
     last_fire_at: Instant | None = None
     """Once the cursor has run out: the schedule's last fire, whose end completes the job."""
+
+    @property
+    def workflow(self) -> WorkflowTarget | None:
+        """The workflow this job runs: its own target, or, seen as one of its tasks, the workflow the task
+        belongs to."""
+        return self.target if isinstance(self.target, WorkflowTarget) else self._workflow
+
+    def as_task_of(self, workflow: WorkflowTarget) -> Job:
+        """This job (a task's view of a workflow job) remembering the workflow it is a task of."""
+        self._workflow = workflow
+        return self
 
     def spec(self) -> JobSpec:
         # The job was validated when it was accepted: rules tightened since do not refuse its own spec.

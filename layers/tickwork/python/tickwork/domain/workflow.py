@@ -247,7 +247,9 @@ def task_job(job: Job, task: WorkflowTask) -> Job:
     """The job as a task's run is run: the task's target, payload and retry (the job's when it has none),
     its runs free to overlap (the workflow run holds the job's lane for them all) and never jittered; the
     job's identity, tenant, priority and concurrency key are kept, so its limits and queue apply."""
-    return job.model_copy(
+    workflow = job.target
+    assert isinstance(workflow, WorkflowTarget)
+    viewed = job.model_copy(
         update={
             "target": task.target,
             "payload": task.payload,
@@ -257,6 +259,7 @@ def task_job(job: Job, task: WorkflowTask) -> Job:
             "jitter_seconds": 0,
         }
     )
+    return viewed.as_task_of(workflow)
 
 
 # --- child run ids ----------------------------------------------------------------------------------------

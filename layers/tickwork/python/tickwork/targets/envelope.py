@@ -34,6 +34,9 @@ class Delivery:
     tenant_secret: str = field(repr=False)  # never printed in logs or tracebacks
     lease_token: str | None = field(default=None, repr=False)
     """The token the attempt is continued with if the webhook answers 202 (``X-Tickwork-Lease-Token``)."""
+    parents: dict[str, Any] | None = None
+    """A workflow task's parents' outputs, by task id (None: not a task). A task's webhook's 2xx JSON body
+    is kept as its own output, for its children."""
 
 
 def envelope(delivery: Delivery) -> dict[str, Any]:
@@ -43,6 +46,7 @@ def envelope(delivery: Delivery) -> dict[str, Any]:
         "scheduled_for": to_rfc3339(delivery.scheduled_for),
         "attempt": delivery.attempt,
         "payload": delivery.payload,
+        **({"parents": delivery.parents} if delivery.parents is not None else {}),
     }
 
 

@@ -10,8 +10,9 @@ changed in between (DNS rebinding) would slip past the check.
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -46,6 +47,8 @@ MAX_ERROR_BODY_BYTES = 4096
 MAX_CONNECT_SECONDS = 5
 ACCEPTED = 202
 """The webhook took the attempt on and continues it through the run's heartbeat, complete and fail routes."""
+# A workflow task's output (its webhook's 2xx JSON body) is kept up to this size, for its children.
+MAX_TASK_OUTPUT_BYTES = 16 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -136,6 +139,7 @@ class _Reply:
     status: int
     location: str | None
     excerpt: str
+    output: Any = None
 
 
 @lru_cache(maxsize=1)
@@ -176,7 +180,9 @@ def invoke_http(
         if payload is None:
             del headers["Content-Type"]
         headers["Host"] = destination.host_header
-        reply = _exchange(destination, method, payload, headers, timeout, hidden)
+        reply = _exchange(
+            destination, method, payload, headers, timeout, hidden, keep_output=delivery.parents is not None
+        )
         if isinstance(reply, TargetResult):
             return reply
         if reply.status not in REDIRECT_STATUSES:
@@ -209,7 +215,7 @@ def _status_result(reply: _Reply, host: str) -> TargetResult:
     if reply.status == ACCEPTED:
         return accepted(reply.status)
     if outcome is OutcomeClass.SUCCESS:
-        return success(reply.status)
+        return replace(success(reply.status), output=reply.output)
     message = f"HTTP {reply.status} from {host!r}" + (f": {reply.excerpt}" if reply.excerpt else "")
     return TargetResult(outcome, reply.status, f"http_{reply.status}", clip(message))
 
@@ -221,6 +227,8 @@ def _exchange(
     headers: dict[str, str],
     timeout: urllib3.Timeout,
     hidden: Sequence[str],
+    *,
+    keep_output: bool = False,
 ) -> _Reply | TargetResult:
     host = destination.host
     tls: dict[str, Any] = {}
@@ -259,14 +267,32 @@ def _exchange(
     try:
         status = response.status
         location = response.headers.get("Location")
-        excerpt = ""
-        if classify_status(status) is not OutcomeClass.SUCCESS and status not in REDIRECT_STATUSES:
+        excerpt, output = "", None
+        succeeded = classify_status(status) is OutcomeClass.SUCCESS
+        if not succeeded and status not in REDIRECT_STATUSES:
             excerpt = _read_excerpt(response, hidden)
+        elif succeeded and keep_output and status != ACCEPTED:
+            output = _read_output(response)
     finally:
         # Closed rather than drained: a hostile target could send an endless body.
         response.close()
         response.release_conn()
-    return _Reply(status, location, excerpt)
+    return _Reply(status, location, excerpt, output)
+
+
+def _read_output(response: urllib3.BaseHTTPResponse) -> Any:
+    """A task's output: its 2xx body if JSON of at most ``MAX_TASK_OUTPUT_BYTES``; else none (a body that is
+    not JSON, or larger, is not a result its children could read)."""
+    try:
+        raw = response.read(MAX_TASK_OUTPUT_BYTES + 1)
+    except (Urllib3HTTPError, OSError):
+        return None
+    if not raw or len(raw) > MAX_TASK_OUTPUT_BYTES:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def _read_excerpt(response: urllib3.BaseHTTPResponse, hidden: Sequence[str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tickwork.domain.retry import OutcomeClass
 
@@ -19,6 +20,8 @@ class TargetResult:
     status_code: int | None = None
     error_code: str | None = None
     error_message: str | None = None
+    output: Any = None
+    """A workflow task's result for its children (a webhook's 2xx JSON body), kept on its run."""
     continues: bool = False
     """The target accepted the attempt and goes on with it (a webhook's 202): the attempt stays RUNNING under
     the lease token the call carried, until the heartbeat, complete and fail routes, or its lapse, end it."""
