@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from tickwork.domain.models import Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id
 from tickwork_local.harness import Reply
@@ -23,6 +24,8 @@ def diamond(engine: Engine, *, transform_b_path: str = "/transform_b", rule: str
 
     workflow = {
         "type": "workflow",
+        # continue: what the trigger rules decide is shown, not fail_fast's cancels
+        "failure_mode": "continue",
         "tasks": [
             task("extract", "/extract", payload={"step": "extract"}),
             task("transform_a", "/transform_a", "extract"),
@@ -134,7 +137,9 @@ def test_a_workflow_jobs_fire_runs_its_tasks_and_ends_with_them(engine: Engine) 
     assert engine.runtime.service.get_job("acme", job_id, engine.clock()).job.status.value == "COMPLETED"
 
 
-def test_a_workflow_run_with_a_failed_task_ends_failed_and_skips_what_needed_it(engine: Engine) -> None:
+def test_a_workflow_run_with_a_failed_task_ends_failed_and_cancels_what_had_not_started(
+    engine: Engine,
+) -> None:
     engine.receiver.script["/wf2-b"] = [404]
     hook = engine.http
     tasks = [
@@ -152,7 +157,7 @@ def test_a_workflow_run_with_a_failed_task_ends_failed_and_skips_what_needed_it(
     assert task_statuses(engine, workflow_run) == {
         "extract": RunStatus.SUCCEEDED,
         "transform_b": RunStatus.FAILED,
-        "load": RunStatus.SKIPPED,
+        "load": RunStatus.CANCELLED,  # fail_fast, the default
     }
     assert engine.receiver.for_path("/wf2-load") == []
 
@@ -185,3 +190,41 @@ def test_a_tasks_envelope_carries_its_parents_outputs(engine: Engine) -> None:
     engine.drain()
     assert "parents" not in engine.receiver.for_path("/out-plain")[0].json()
     assert plain.job.job_id
+
+
+@pytest.mark.parametrize("failure_mode", ["fail_fast", "continue"])
+def test_fail_fast_cancels_what_has_not_started_and_continue_runs_what_still_can(
+    engine: Engine, failure_mode: str
+) -> None:
+    # Given extract -> (broken, clean -> after_clean), broken's target answering 404
+    engine.receiver.script[f"/ff-{failure_mode}-broken"] = [404]
+    hook = engine.http
+
+    def path(name: str) -> str:
+        return f"/ff-{failure_mode}-{name}"
+
+    tasks = [
+        {"id": "extract", "target": hook(path("extract"))},
+        {"id": "broken", "target": hook(path("broken")), "depends_on": ["extract"]},
+        {"id": "clean", "target": hook(path("clean")), "depends_on": ["extract"]},
+        {"id": "after_clean", "target": hook(path("after_clean")), "depends_on": ["clean"]},
+    ]
+    at = engine.clock()
+    workflow = {"type": "workflow", "tasks": tasks, "failure_mode": failure_mode}
+    job_id = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=workflow).job.job_id
+
+    engine.drain()
+
+    workflow_run = engine.run("acme", scheduled_run_id(job_id, at))
+    statuses = task_statuses(engine, workflow_run)
+    assert workflow_run.status is RunStatus.FAILED
+    assert statuses["broken"] is RunStatus.FAILED
+    if failure_mode == "continue":
+        assert statuses["after_clean"] is RunStatus.SUCCEEDED
+        assert len(engine.receiver.for_path(path("after_clean"))) == 1
+    else:
+        # after_clean had not started when broken failed: cancelled, never called
+        assert statuses["after_clean"] is RunStatus.CANCELLED
+        assert engine.receiver.for_path(path("after_clean")) == []
+    # every task ended once, none called twice
+    assert all(len(engine.receiver.for_path(path(task["id"]))) <= 1 for task in tasks)

@@ -30,18 +30,22 @@ from tickwork.domain.fires import is_last_fire, next_in_chain
 from tickwork.domain.lanes import Lane
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import (
+    NOT_STARTED_RUN_STATUSES,
     Attempt,
     Job,
     JobStatus,
     Run,
     RunMessage,
     RunStatus,
+    WorkflowTarget,
     scheduled_run_id,
 )
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.domain.workflow import (
+    TaskEnds,
     TaskOutcome,
+    child_run_id,
     decided_children,
     outcome_of,
     parse_child_run_id,
@@ -201,6 +205,9 @@ class AfterEnd:
         workflow_run = _workflow_run_of(ended.run, child.parent_run_id)
         ends = self.task_ends.record(workflow_run, child.task_id, outcome)
         tasks = workflow.tasks
+        if outcome == "failed" and workflow.failure_mode == "fail_fast":
+            self.cancel_the_rest(ended.job, workflow, workflow_run, ends.outcomes)
+            ends = TaskEnds(self.task_ends.read(workflow_run), recorded=ends.recorded)
         if len(ends.outcomes) == len(tasks):
             # The workflow run's own end is its job's: read as it stands now.
             definition = self.jobs.get(ended.run.tenant_id, ended.run.job_id)
@@ -210,7 +217,8 @@ class AfterEnd:
         decided = decided_children(task_graph(tasks), rules, ends.outcomes, child.task_id)
         now = self.clock()
         for task_id, decision in decided.items():
-            run, written = self.lifecycle.plan_task(workflow_run, task_id, now, skipped=decision == "skip")
+            status = RunStatus.SKIPPED if decision == "skip" else RunStatus.PLANNED
+            run, written = self.lifecycle.plan_task(workflow_run, task_id, now, status=status)
             stored = run if written.ok else written.current
             if stored is None:
                 continue
@@ -225,6 +233,35 @@ class AfterEnd:
                 )
                 # Unsent, the PLANNED run waits for the sweeper, which sends it again.
                 self.queue.send([Dispatch(message, now)], now)
+
+    def cancel_the_rest(
+        self, job: Job, workflow: WorkflowTarget, workflow_run: Run, ended: Mapping[str, TaskOutcome]
+    ) -> None:
+        """``fail_fast``: a task failed, so every task not started is cancelled (those running finish): one
+        with no run yet is stored CANCELLED, one waiting for its message or its next attempt ends CANCELLED;
+        each end is then carried on like any task's, which ends the workflow run with its last task."""
+        now = self.clock()
+        waiting = [task.id for task in workflow.tasks if task.id not in ended]
+        ids = [child_run_id(workflow_run.run_id, task_id) for task_id in waiting]
+        stored = self.lifecycle.runs.find_many(workflow_run.tenant_id, workflow_run.job_id, ids)
+        cancelled: list[Run] = []
+        # Every one stored CANCELLED first, then their ends carried on: a cancelled task's end then finds its
+        # children cancelled already, rather than deciding them skipped.
+        for task_id, run_id in zip(waiting, ids, strict=True):
+            found = stored.get(run_id)
+            if found is None:
+                run, written = self.lifecycle.plan_task(
+                    workflow_run, task_id, now, status=RunStatus.CANCELLED
+                )
+                if written.ok:
+                    cancelled.append(run)
+            elif found.status in NOT_STARTED_RUN_STATUSES:
+                ended_now = self.lifecycle.cancel_waiting(found, now)
+                if ended_now is not None:
+                    cancelled.append(ended_now)
+            # else running (it finishes), or ended meanwhile (its end is carried on already)
+        for run in cancelled:
+            self(Ended(job, run))
 
     def end_workflow(self, definition: Job, run_id: str, outcomes: Mapping[str, TaskOutcome]) -> None:
         """Every task ended: the workflow run ends, FAILED if a task failed, CANCELLED if one was cancelled,

@@ -51,21 +51,26 @@ class RunLifecycle:
         return run, self._move(run, Expect.new(), was=None)
 
     def plan_task(
-        self, workflow_run: Run, task_id: str, now: datetime, *, skipped: bool = False
+        self, workflow_run: Run, task_id: str, now: datetime, *, status: RunStatus = RunStatus.PLANNED
     ) -> tuple[Run, Written]:
         """A task's run in a workflow run, stored once (the conditional create is what starts a task once):
-        PLANNED, for its message to follow, or SKIPPED when its trigger rule can no longer be met. It
-        carries its workflow run's scheduled time, which places it in that run's tasks partition."""
+        PLANNED, for its message to follow; SKIPPED when its trigger rule can no longer be met; CANCELLED
+        when a failure stops the run (``fail_fast``). It carries its workflow run's scheduled time, which
+        places it in that run's tasks partition."""
+        reasons = {
+            RunStatus.SKIPPED: "its parents' outcomes do not meet its trigger rule",
+            RunStatus.CANCELLED: "a task of its workflow run failed (fail_fast)",
+        }
         run = Run(
             run_id=child_run_id(workflow_run.run_id, task_id),
             job_id=workflow_run.job_id,
             tenant_id=workflow_run.tenant_id,
             scheduled_for=workflow_run.scheduled_for,
-            status=RunStatus.SKIPPED if skipped else RunStatus.PLANNED,
+            status=status,
             trigger="manual",
             created_at=now,
-            finished_at=now if skipped else None,
-            reason="its parents' outcomes do not meet its trigger rule" if skipped else None,
+            finished_at=now if status in reasons else None,
+            reason=reasons.get(status),
         )
         return run, self._move(run, Expect.new(), was=None)
 
