@@ -229,3 +229,42 @@ def test_fail_fast_cancels_what_has_not_started_and_continue_runs_what_still_can
     # every task ended once, none called twice
     names = ("extract", "broken", "clean", "after_clean")
     assert all(len(engine.receiver.for_path(path(name))) <= 1 for name in names)
+
+
+def test_a_workflow_run_is_shown_with_its_tasks(engine: Engine) -> None:
+    from tickwork.api.schemas import RunDetailOut
+
+    engine.receiver.script["/show-b"] = [404]
+    hook = engine.http
+    tasks = [
+        {"id": "extract", "target": hook("/show-a")},
+        {"id": "broken", "target": hook("/show-b"), "depends_on": ["extract"]},
+        {"id": "load", "target": hook("/show-c"), "depends_on": ["broken"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+    engine.drain()
+
+    run_id = scheduled_run_id(job_id, at)
+    shown = RunDetailOut.of_detail(engine.runtime.service.run_detail("acme", run_id, engine.clock()))
+    assert shown.status is RunStatus.FAILED and shown.workflow
+    assert shown.tasks is not None
+    by_task = {task.task_id: task for task in shown.tasks}
+    assert {task_id: task.status for task_id, task in by_task.items()} == {
+        "extract": RunStatus.SUCCEEDED,
+        "broken": RunStatus.FAILED,
+        "load": RunStatus.CANCELLED,
+    }
+    assert by_task["broken"].error_code == "http_404" and by_task["broken"].attempt == 1
+    # a task's own run is shown whole by its id
+    broken = engine.runtime.service.get_run("acme", by_task["broken"].run_id, engine.clock())
+    assert broken.attempts[0].error_code == "http_404"
+    # a plain run has no tasks
+    plain = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=hook("/show-plain"))
+    engine.drain()
+    plain_run = engine.runtime.service.run_detail(
+        "acme", scheduled_run_id(plain.job.job_id, at), engine.clock()
+    )
+    assert RunDetailOut.of_detail(plain_run).tasks is None

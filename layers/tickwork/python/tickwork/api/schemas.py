@@ -20,6 +20,7 @@ from tickwork.domain.models import (
     JobStatus,
     PauseInfo,
     Run,
+    RunStatus,
     RunSummary,
     Schedule,
     StrictModel,
@@ -76,18 +77,50 @@ class RunOut(Run):
         return cls.model_validate(run.model_dump())
 
 
+class TaskRunOut(BaseModel):
+    """A workflow run's task, as its run stands (a task not started yet has no run and is not listed)."""
+
+    task_id: str
+    run_id: str = Field(description="The task's run: GET /v1/runs/{run_id} shows it whole")
+    status: RunStatus
+    attempt: int
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
+    error_code: str | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> TaskRunOut:
+        last = run.attempts[-1] if run.attempts else None
+        return cls(
+            task_id=run.run_id.rsplit("/", 1)[1],
+            run_id=run.run_id,
+            status=run.status,
+            attempt=run.attempt,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            error_code=last.error_code if last is not None else None,
+        )
+
+
 class RunDetailOut(RunOut):
-    """One run as ``GET /v1/runs/{run_id}`` shows it: a pool run with its last checkpoint too."""
+    """One run as ``GET /v1/runs/{run_id}`` shows it: a pool run with its last checkpoint too, a workflow
+    run with its tasks."""
 
     checkpoint: JsonValue = Field(
         None,
         description="A pool run's last saved checkpoint (null when none was saved, or not a pool run);"
         " shown for one run only, never in run lists",
     )
+    tasks: list[TaskRunOut] | None = Field(
+        None, description="A workflow run's tasks that have a run, in the order of its definition's runs"
+    )
 
     @classmethod
     def of_detail(cls, detail: RunDetail) -> RunDetailOut:
-        return cls.model_validate({**detail.run.model_dump(), "checkpoint": detail.checkpoint})
+        tasks = [TaskRunOut.of(task) for task in detail.tasks] if detail.tasks is not None else None
+        return cls.model_validate(
+            {**detail.run.model_dump(), "checkpoint": detail.checkpoint, "tasks": tasks}
+        )
 
 
 class JobPage(BaseModel):

@@ -243,6 +243,9 @@ class RunStore(Protocol):
     def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
         """The stored runs among ``run_ids`` (all of one job), in as few consistent reads as it can."""
 
+    def tasks_of(self, tenant_id: str, run: Run) -> list[Run]:
+        """The task runs of workflow run ``run`` that exist, in one read."""
+
     def put(self, run: Run, expect: Expect) -> Written:
         """Write the whole run if the stored item meets ``expect``; when it does not, say what is stored."""
 

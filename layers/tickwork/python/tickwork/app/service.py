@@ -99,6 +99,8 @@ class RunDetail:
     run: Run
     checkpoint: Any
     """A pool run's last saved checkpoint (None: none, or not a pool run)."""
+    tasks: list[Run] | None = None
+    """A workflow run's task runs that exist (None: not a workflow run)."""
 
 
 @dataclass(frozen=True)
@@ -416,9 +418,12 @@ class JobService:
         return cancelled if cancelled is not None else self.runs.get(tenant_id, run_id)
 
     def run_detail(self, tenant_id: str, run_id: str, now: datetime) -> RunDetail:
-        """The run, and a pool run's last checkpoint: one more read, for pool runs only."""
+        """The run, and a pool run's last checkpoint or a workflow run's tasks: one more read, for those
+        only."""
         run = self.get_run(tenant_id, run_id, now)
-        return RunDetail(run, self.runs.checkpoint_of(run) if run.pool is not None else None)
+        checkpoint = self.runs.checkpoint_of(run) if run.pool is not None else None
+        tasks = self.runs.tasks_of(tenant_id, run) if run.workflow else None
+        return RunDetail(run, checkpoint, tasks)
 
     def retry_run(self, tenant_id: str, run_id: str, now: datetime) -> Run:
         """A new attempt of a FAILED, DEAD or ABANDONED run, under the same run id and idempotency key."""

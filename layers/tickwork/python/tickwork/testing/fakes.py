@@ -389,6 +389,15 @@ class FakeRunStore:
                 if (tenant_id, run_id) in self.runs
             }
 
+    def tasks_of(self, tenant_id: str, run: Run) -> list[Run]:
+        with self.lock:
+            prefix = run.run_id + "/"
+            return [
+                task
+                for (tenant, run_id), task in self.runs.items()
+                if tenant == tenant_id and run_id.startswith(prefix)
+            ]
+
     def put(self, run: Run, expect: Expect) -> Written:
         with self.lock:
             self.writes += 1
