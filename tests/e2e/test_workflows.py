@@ -1,0 +1,116 @@
+"""Workflows end to end on the local stack (its API, planner, workers and queues as `tickwork local` runs
+them): a diamond and a 50-wide fan-out/fan-in complete with every task called once, after its parents,
+each under its own run id (its idempotency key), the children handed their parents' outputs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from tickwork_local.harness import Reply
+
+from tests.e2e.conftest import Local, wait_for
+from tests.support.engine import Receiver
+
+ARRIVAL_SECONDS = 60
+
+
+def create_workflow(local: Local, name: str, tasks: list[dict[str, Any]]) -> tuple[str, str]:
+    """A one-time workflow job due in a second; (its job id, its workflow run's id)."""
+    at = (datetime.now(UTC) + timedelta(seconds=1)).replace(microsecond=0)
+    status, job = local.call(
+        "POST",
+        "/v1/jobs",
+        body={
+            "name": name,
+            "schedule": {"type": "once", "at": at.isoformat()},
+            "target": {"type": "workflow", "tasks": tasks},
+        },
+    )
+    assert status == 201, job
+    return job["job_id"], f"{job['job_id']}:{int(at.timestamp() * 1000)}"
+
+
+def finished_run(local: Local, run_id: str) -> dict[str, Any]:
+    def ended() -> dict[str, Any] | None:
+        status, run = local.call("GET", f"/v1/runs/{run_id}")
+        return run if status == 200 and run["status"] not in ("PLANNED", "ENQUEUED", "RUNNING") else None
+
+    found: dict[str, Any] = wait_for(ended, timeout=ARRIVAL_SECONDS)
+    return found
+
+
+def test_a_diamond_runs_each_task_once_after_its_parents_with_their_outputs(
+    local: Local, receiver: Receiver
+) -> None:
+    receiver.replies["/e2e-wf/extract"] = Reply(200, body=json.dumps({"rows": 7}).encode())
+    hook = {"type": "http", "timeout_seconds": 10}
+    tasks = [
+        {"id": "extract", "target": {**hook, "url": receiver.url("/e2e-wf/extract")}},
+        {
+            "id": "transform_a",
+            "target": {**hook, "url": receiver.url("/e2e-wf/a")},
+            "depends_on": ["extract"],
+        },
+        {
+            "id": "transform_b",
+            "target": {**hook, "url": receiver.url("/e2e-wf/b")},
+            "depends_on": ["extract"],
+        },
+        {
+            "id": "load",
+            "target": {**hook, "url": receiver.url("/e2e-wf/load")},
+            "depends_on": ["transform_a", "transform_b"],
+        },
+    ]
+    job_id, run_id = create_workflow(local, "e2e-diamond", tasks)
+
+    run = finished_run(local, run_id)
+
+    assert run["status"] == "SUCCEEDED"
+    assert {task["task_id"]: task["status"] for task in run["tasks"]} == dict.fromkeys(
+        ("extract", "transform_a", "transform_b", "load"), "SUCCEEDED"
+    )
+    calls = {path: receiver.for_path(f"/e2e-wf/{path}") for path in ("extract", "a", "b", "load")}
+    assert {path: len(received) for path, received in calls.items()} == dict.fromkeys(calls, 1)
+    # children after their parents
+    assert calls["extract"][0].at <= min(calls["a"][0].at, calls["b"][0].at)
+    assert max(calls["a"][0].at, calls["b"][0].at) <= calls["load"][0].at
+    # each task under its own run id, which is its idempotency key
+    keys = {path: received[0].headers["Idempotency-Key"] for path, received in calls.items()}
+    assert keys["extract"] == f"{run_id}/extract" and len(set(keys.values())) == 4
+    # the parents' outputs
+    assert calls["a"][0].json()["parents"] == {"extract": {"rows": 7}}
+    status, job = local.call("GET", f"/v1/jobs/{job_id}")
+    assert status == 200 and job["status"] == "COMPLETED"
+
+
+def test_a_50_wide_fan_out_and_fan_in_runs_every_task_once(local: Local, receiver: Receiver) -> None:
+    hook = {"type": "http", "timeout_seconds": 10}
+    width = 50
+    tasks = [
+        {"id": "split", "target": {**hook, "url": receiver.url("/e2e-fan/split")}},
+        *(
+            {"id": f"part-{index}", "target": {**hook, "url": receiver.url(f"/e2e-fan/part-{index}")},
+             "depends_on": ["split"]}
+            for index in range(width)
+        ),
+        {
+            "id": "merge",
+            "target": {**hook, "url": receiver.url("/e2e-fan/merge")},
+            "depends_on": [f"part-{index}" for index in range(width)],
+        },
+    ]  # fmt: skip
+    _, run_id = create_workflow(local, "e2e-fan", tasks)
+
+    run = finished_run(local, run_id)
+
+    assert run["status"] == "SUCCEEDED"
+    assert len(run["tasks"]) == width + 2
+    assert len(receiver.for_path("/e2e-fan/split")) == 1
+    parts = [receiver.for_path(f"/e2e-fan/part-{index}") for index in range(width)]
+    assert [len(received) for received in parts] == [1] * width
+    [merge] = receiver.for_path("/e2e-fan/merge")
+    assert max(received[0].at for received in parts) <= merge.at
+    assert sorted(merge.json()["parents"]) == sorted(f"part-{index}" for index in range(width))
