@@ -268,3 +268,33 @@ def test_a_workflow_run_is_shown_with_its_tasks(engine: Engine) -> None:
         "acme", scheduled_run_id(plain.job.job_id, at), engine.clock()
     )
     assert RunDetailOut.of_detail(plain_run).tasks is None
+
+
+def test_a_pool_task_is_claimed_by_its_pool_and_its_output_reaches_its_children(engine: Engine) -> None:
+    from tickwork.domain.pools import ClaimRequest, CompleteRequest
+
+    hook = engine.http
+    tasks = [
+        {"id": "crunch", "target": {"type": "pool", "pool": "gpu"}, "payload": {"n": 3}},
+        {"id": "publish", "target": hook("/pool-wf-publish"), "depends_on": ["crunch"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+    engine.drain()
+    pools = engine.runtime.pools
+
+    # The pool task waits in its pool; a worker of the pool claims it with the task's payload
+    [claimed] = pools.claim("acme", "gpu", ClaimRequest(worker_id="w1", max_runs=10, wait_seconds=0))
+    assert claimed.payload == {"n": 3}
+    assert claimed.run.run_id == child_run_id(scheduled_run_id(job_id, at), "crunch")
+    token = claimed.run.lease_token
+    assert token is not None
+
+    # When it completes with an output, the next task runs with it, and the workflow run ends
+    pools.complete("acme", claimed.run.run_id, CompleteRequest(lease_token=token, output={"sum": 6}))
+    engine.drain()
+    [publish] = engine.receiver.for_path("/pool-wf-publish")
+    assert publish.json()["parents"] == {"crunch": {"sum": 6}}
+    assert engine.run("acme", scheduled_run_id(job_id, at)).status is RunStatus.SUCCEEDED

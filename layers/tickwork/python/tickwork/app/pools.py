@@ -40,6 +40,7 @@ from tickwork.domain.pools import (
     pool_target_of,
 )
 from tickwork.domain.retry import OutcomeClass
+from tickwork.domain.workflow import parse_child_run_id, task_job, task_of
 from tickwork.errors import InvalidState, LeaseLost, NotFound
 from tickwork.observability import logger
 from tickwork.targets.result import TargetResult, success
@@ -105,15 +106,16 @@ class PoolService:
     def _claim_waiting(self, tenant_id: str, pool: str, request: ClaimRequest) -> list[Claimed]:
         now = self.clock()
         claimed: list[Claimed] = []
-        jobs: dict[str, Job | None] = {}
+        jobs: dict[str, Job | None] = {}  # by the job a run is run as (a workflow task's: its own)
         for waiting in self.runs.waiting_in_pool(tenant_id, pool, limit=request.max_runs + CLAIM_READ_EXTRA):
             if len(claimed) == request.max_runs:
                 break
             if waiting.due_at > now:
                 break  # a retry not due yet (the rest are later still)
-            if waiting.job_id not in jobs:
-                jobs[waiting.job_id] = self._job(tenant_id, waiting.job_id)
-            job = jobs[waiting.job_id]
+            runs_as = _runs_as(waiting)
+            if runs_as not in jobs:
+                jobs[runs_as] = self._job_of(waiting)
+            job = jobs[runs_as]
             target = pool_target_of(job) if job is not None else None
             if job is None or target is None or target.pool != pool:
                 continue
@@ -212,7 +214,7 @@ class PoolService:
         why = Lease(run.lease_expires_at, run.lease_deadline).lapsed(now)
         if why is None:
             return None
-        job = self._job(run.tenant_id, run.job_id)
+        job = self._job_of(run)
         if job is None:
             return None
         message = (
@@ -256,7 +258,7 @@ class PoolService:
             if run.status in WAITING:
                 cancelled = self.lifecycle.cancel_waiting(run, now)
                 if cancelled is not None:
-                    job = self._job(tenant_id, run.job_id)
+                    job = self._job_of(run)
                     if job is not None:
                         self._after(job, cancelled)
                     return cancelled
@@ -273,7 +275,7 @@ class PoolService:
             or token != run.lease_token
         ):
             raise LeaseLost("this lease token is not the run's: another attempt holds it, or it ended")
-        job = self._job(tenant_id, run.job_id)
+        job = self._job_of(run)
         terms = lease_terms_of(job) if job is not None else None
         if job is None or terms is None:
             raise LeaseLost("the run's job is gone, or its target no longer takes a lease")
@@ -294,6 +296,16 @@ class PoolService:
                     raise
             self.sleep(RECORD_WAIT_STEP.total_seconds())
 
+    def _job_of(self, run: Run) -> Job | None:
+        """The job ``run`` is run as: its job, or for a workflow task's run the task's view of it (the task's
+        pool target); None when the job, or the task, is gone."""
+        job = self._job(run.tenant_id, run.job_id)
+        child = parse_child_run_id(run.run_id)
+        if job is None or child is None:
+            return job
+        task = task_of(job, child.task_id)
+        return task_job(job, task) if task is not None else None
+
     def _job(self, tenant_id: str, job_id: str) -> Job | None:
         try:
             return self.jobs.get(tenant_id, job_id)
@@ -302,6 +314,12 @@ class PoolService:
 
     def _after(self, job: Job, stored: Run) -> None:
         self.after_end(Ended(job, stored, hand_on=stored.status in TERMINAL))
+
+
+def _runs_as(run: Run) -> str:
+    """Which job view a run is run as: its job's id, with a workflow task's id after it."""
+    child = parse_child_run_id(run.run_id)
+    return run.job_id if child is None else f"{run.job_id}/{child.task_id}"
 
 
 def _require(value: datetime | None) -> datetime:
