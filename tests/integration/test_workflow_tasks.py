@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tickwork.domain.models import Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id
+from tickwork.errors import InvalidState
 from tickwork_local.harness import Reply
 
 from tests.integration.conftest import Engine
@@ -160,6 +161,12 @@ def test_a_workflow_run_with_a_failed_task_ends_failed_and_cancels_what_had_not_
         "load": RunStatus.CANCELLED,  # fail_fast, the default
     }
     assert engine.receiver.for_path("/wf2-load") == []
+    # neither the run nor its failed task can be retried by hand (what a workflow's retry re-runs is not
+    # built): refused, nothing changed
+    for run_id in (workflow_run.run_id, child_run_id(workflow_run.run_id, "transform_b")):
+        with pytest.raises(InvalidState, match="trigger the job"):
+            engine.runtime.service.retry_run("acme", run_id, engine.clock())
+    assert engine.run("acme", workflow_run.run_id).status is RunStatus.FAILED
 
 
 def test_a_tasks_envelope_carries_its_parents_outputs(engine: Engine) -> None:
@@ -298,3 +305,23 @@ def test_a_pool_task_is_claimed_by_its_pool_and_its_output_reaches_its_children(
     [publish] = engine.receiver.for_path("/pool-wf-publish")
     assert publish.json()["parents"] == {"crunch": {"sum": 6}}
     assert engine.run("acme", scheduled_run_id(job_id, at)).status is RunStatus.SUCCEEDED
+
+
+def test_a_cancelled_workflow_run_cancels_its_tasks_not_started_and_ends_cancelled(engine: Engine) -> None:
+    tasks = [
+        {"id": "crunch", "target": {"type": "pool", "pool": "cancel-me"}},
+        {"id": "publish", "target": engine.http("/cancel-publish"), "depends_on": ["crunch"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+    engine.drain()
+    run_id = scheduled_run_id(job_id, at)
+    assert engine.run("acme", run_id).status is RunStatus.RUNNING  # crunch waits in its pool
+
+    cancelled = engine.runtime.pools.cancel("acme", run_id)
+
+    assert cancelled.status is RunStatus.CANCELLED
+    assert task_statuses(engine, cancelled) == {"crunch": RunStatus.CANCELLED, "publish": RunStatus.CANCELLED}
+    assert engine.receiver.for_path("/cancel-publish") == []

@@ -248,6 +248,8 @@ class PoolService:
             now = self.clock()
             if run.status in TERMINAL:
                 raise InvalidState(f"the run is {run.status.value} already", field="run_id")
+            if run.status is RunStatus.RUNNING and run.workflow:
+                return self._cancel_workflow(run)
             if run.status is RunStatus.RUNNING:
                 if run.cancel_requested:
                     return run
@@ -263,6 +265,17 @@ class PoolService:
                         self._after(job, cancelled)
                     return cancelled
         raise InvalidState("the run changed while it was being cancelled; try again", field="run_id")
+
+    def _cancel_workflow(self, run: Run) -> Run:
+        """A workflow run is cancelled through its tasks: those not started are cancelled, those running
+        finish, and the run ends with the last of them (CANCELLED, or FAILED if a task failed)."""
+        job = self._job(run.tenant_id, run.job_id)
+        workflow = job.workflow if job is not None else None
+        task_ends = self.after_end.task_ends
+        if job is None or workflow is None or task_ends is None:
+            raise InvalidState("the workflow run's job is gone", field="run_id")
+        self.after_end.cancel_the_rest(job, workflow, run, task_ends.read(run))
+        return self.runs.get(run.tenant_id, run.run_id)
 
     # --- helpers --------------------------------------------------------------------------------------------
     def _held(self, tenant_id: str, run_id: str, token: str) -> tuple[Run, Job, LeaseTerms]:

@@ -58,6 +58,7 @@ from tickwork.domain.schedule import (
 )
 from tickwork.domain.targets import AwsTargetPolicy, check_payload_fits
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
+from tickwork.domain.workflow import parse_child_run_id
 from tickwork.errors import InvalidInput, InvalidSchedule, InvalidState, NotFound, VersionConflict
 from tickwork.targets.kind import CheckContext
 from tickwork.targets.registry import kind_of
@@ -434,6 +435,13 @@ class JobService:
         if run.status not in RETRYABLE_BY_HAND:
             raise InvalidState(
                 f"only FAILED, DEAD or ABANDONED runs can be retried; this run is {run.status.value}",
+                run_status=run.status,
+            )
+        if run.workflow or parse_child_run_id(run.run_id) is not None:
+            # What a workflow run's retry re-runs (its failed tasks and what depends on them) is not built:
+            # retrying one task would leave its workflow run ended, and its children undecided.
+            raise InvalidState(
+                "workflow runs and their tasks cannot be retried by hand; trigger the job for a new run",
                 run_status=run.status,
             )
         reopened, written = self.lifecycle.rerun(run, now)
