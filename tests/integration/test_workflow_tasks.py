@@ -325,3 +325,40 @@ def test_a_cancelled_workflow_run_cancels_its_tasks_not_started_and_ends_cancell
     assert cancelled.status is RunStatus.CANCELLED
     assert task_statuses(engine, cancelled) == {"crunch": RunStatus.CANCELLED, "publish": RunStatus.CANCELLED}
     assert engine.receiver.for_path("/cancel-publish") == []
+
+
+def test_max_parallel_holds_a_workflow_runs_tasks_beyond_it(engine: Engine) -> None:
+    from tickwork.app.claims import Wait
+    from tickwork.domain.workflow import task_job, task_of
+
+    tasks = [{"id": f"part-{index}", "target": engine.http(f"/mp-{index}")} for index in range(3)]
+    workflow = {"type": "workflow", "tasks": tasks, "max_parallel": 2}
+    job = engine.create(
+        schedule={"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"}, target=workflow
+    ).job
+    at = engine.clock()
+    workflow_run_id = scheduled_run_id(job.job_id, at)
+    claims = engine.runtime.worker().claims
+
+    def task_run(index: int) -> tuple[Any, Run]:
+        task = task_of(job, f"part-{index}")
+        assert task is not None
+        run = Run(
+            run_id=child_run_id(workflow_run_id, f"part-{index}"),
+            job_id=job.job_id,
+            tenant_id="acme",
+            scheduled_for=at,
+            status=RunStatus.PLANNED,
+            trigger="manual",
+            created_at=at,
+        )
+        return task_job(job, task), run
+
+    taken = [claims.take_slot(*task_run(index), at) for index in range(3)]
+    assert isinstance(taken[0], tuple) and isinstance(taken[1], tuple)
+    assert isinstance(taken[2], Wait) and taken[2].reason == "held back: its workflow run is at max_parallel"
+    # a place freed: the third takes it
+    first_job, _ = task_run(0)
+    assert isinstance(taken[0], tuple)
+    claims.give_back(first_job, taken[0])
+    assert isinstance(claims.take_slot(*task_run(2), at), tuple)

@@ -38,6 +38,7 @@ from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.priority import AHEAD_NOTE, needs_ahead_note, yields_to
 from tickwork.domain.throttle import throttle_of
 from tickwork.domain.timeutil import EPOCH, from_epoch_ms, to_epoch_ms
+from tickwork.domain.workflow import parse_child_run_id
 from tickwork.observability import logger
 
 # A claim that loses a race reads again, this many times at most, then leaves the message for later.
@@ -90,6 +91,7 @@ class Wait:
 
 AT_LIMIT = Wait(IN_FLIGHT_WAIT_SECONDS, "held back: the tenant is at its in-flight limit")
 AT_KEY_LIMIT = Wait(KEY_WAIT_SECONDS, "held back: its concurrency key is at max_concurrency")
+AT_MAX_PARALLEL = Wait(KEY_WAIT_SECONDS, "held back: its workflow run is at max_parallel")
 DISABLED = Wait(DISABLED_WAIT_SECONDS, "waits: the tenant is disabled")
 
 
@@ -176,6 +178,11 @@ class Claims:
         if pool_target_of(job) is not None:
             return ()
         limits: list[tuple[str, int, Wait]] = []
+        workflow, child = job.workflow, parse_child_run_id(run.run_id)
+        if workflow is not None and workflow.max_parallel is not None and child is not None:
+            # A workflow run's max_parallel: its tasks share a limit of their own, as a key's runs do.
+            group = tables.slot_group(job.tenant_id, f"workflow-run:{child.parent_run_id}")
+            limits.append((group, workflow.max_parallel, AT_MAX_PARALLEL))
         if job.concurrency_key is not None and job.max_concurrency is not None:
             group = tables.slot_group(job.tenant_id, job.concurrency_key)
             limits.append((group, job.max_concurrency, AT_KEY_LIMIT))
