@@ -5,6 +5,7 @@ each under its own run id (its idempotency key), the children handed their paren
 from __future__ import annotations
 
 import json
+import urllib.parse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -114,3 +115,45 @@ def test_a_50_wide_fan_out_and_fan_in_runs_every_task_once(local: Local, receive
     [merge] = receiver.for_path("/e2e-fan/merge")
     assert max(received[0].at for received in parts) <= merge.at
     assert sorted(merge.json()["parents"]) == sorted(f"part-{index}" for index in range(width))
+
+
+def test_a_pool_task_is_claimed_heartbeaten_and_completed_through_the_api(
+    local: Local, receiver: Receiver
+) -> None:
+    pool = "e2e-wf-pool"
+    tasks = [
+        {"id": "crunch", "target": {"type": "pool", "pool": pool}, "payload": {"n": 4}},
+        {
+            "id": "publish",
+            "target": {"type": "http", "timeout_seconds": 10, "url": receiver.url("/e2e-wf-pool/publish")},
+            "depends_on": ["crunch"],
+        },
+    ]
+    _, run_id = create_workflow(local, "e2e-pool-task", tasks)
+
+    def claimed() -> dict[str, Any] | None:
+        status, answer = local.call(
+            "POST", f"/v1/pools/{pool}/claim", body={"worker_id": "w1", "wait_seconds": 0}
+        )
+        assert status == 200, answer
+        return answer["runs"][0] if answer["runs"] else None
+
+    task: dict[str, Any] = wait_for(claimed, timeout=ARRIVAL_SECONDS)
+    assert task["run_id"] == f"{run_id}/crunch" and task["payload"] == {"n": 4}
+    # the task's run id in a path: its "/" percent-encoded
+    path = "/v1/runs/" + urllib.parse.quote(task["run_id"], safe=":")
+    status, beat = local.call(
+        "POST", path + "/heartbeat", body={"lease_token": task["lease_token"], "progress": 0.5}
+    )
+    assert status == 200, beat
+    status, shown = local.call("GET", path)
+    assert status == 200 and shown["status"] == "RUNNING" and shown["progress"] == 0.5
+    status, done = local.call(
+        "POST", path + "/complete", body={"lease_token": task["lease_token"], "output": {"sum": 10}}
+    )
+    assert status == 200, done
+
+    run = finished_run(local, run_id)
+    assert run["status"] == "SUCCEEDED"
+    [publish] = wait_for(lambda: receiver.for_path("/e2e-wf-pool/publish"), timeout=ARRIVAL_SECONDS)
+    assert publish.json()["parents"] == {"crunch": {"sum": 10}}

@@ -83,7 +83,9 @@ from tickwork.runtime import Runtime, runtime
 JSON = "application/json"
 ID = r"^[A-Za-z0-9._:-]{1,200}$"
 JobId = Annotated[str, Path(pattern=ID, description="The job's id")]
-RunId = Annotated[str, Path(pattern=ID, description="The run's id")]
+# A workflow task's run id holds a "/" (<run_id>/<task_id>), sent percent-encoded (%2F) in a path.
+RUN_ID = r"^[A-Za-z0-9._:/-]{1,300}$"
+RunId = Annotated[str, Path(pattern=RUN_ID, description="The run's id (a workflow task's: its / as %2F)")]
 PoolPath = Annotated[str, Path(pattern=POOL_NAME, description="The pool's name")]
 IdempotencyKey = Annotated[
     str | None, Header(alias="idempotency-key", min_length=1, max_length=255, description="Retry-safe key")
