@@ -9,11 +9,15 @@ from typing import Any
 from tickwork import tables
 from tickwork.adapters.throttles import DynamoTenantThrottles
 
+from tests.support.engine import make_requests_atomic
+
 NOW = 1_800_000_000_000_000
 INTERVAL = 100_000
 
 
 def test_racing_starts_each_take_their_own_place(dynamodb: Any) -> None:
+    # moto in process does not serialise requests; DynamoDB's conditional writes are atomic
+    make_requests_atomic(dynamodb)
     stores = [DynamoTenantThrottles(dynamodb, table=tables.TENANTS.default_name) for _ in range(4)]
 
     def start(index: int) -> int:
