@@ -132,3 +132,34 @@ def test_of_50_parents_ending_at_once_exactly_one_decides_their_child(dynamodb: 
 
     # Then exactly one end saw all 50 and decided the child, to run
     assert [decision for decision in decisions if decision] == [{"merge": "run"}]
+
+
+def test_each_go_of_a_workflow_run_has_its_own_ends_and_a_retry_begins_its_go_once(dynamodb: Any) -> None:
+    first_go = run(scheduled_run_id(JOB, AT), RunStatus.FAILED)
+    ends(dynamodb).record(first_go, "extract", "succeeded")
+    ends(dynamodb).record(first_go, "load", "failed")
+    second_go = first_go.model_copy(update={"manual_retries": 1})
+
+    ends(dynamodb).begin_retry(second_go, {"extract": "succeeded"})
+    ends(dynamodb).record(second_go, "load", "succeeded")
+    # a repeated begin (a retry interrupted, then retried) leaves the go's ends as they stand
+    ends(dynamodb).begin_retry(second_go, {"extract": "succeeded"})
+
+    assert ends(dynamodb).read(second_go) == {"extract": "succeeded", "load": "succeeded"}
+    # an end recorded late in the first go stays there, never counted in the second
+    ends(dynamodb).record(first_go, "late", "failed")
+    assert ends(dynamodb).read(first_go) == {"extract": "succeeded", "load": "failed", "late": "failed"}
+    assert "late" not in ends(dynamodb).read(second_go)
+    # neither ends' item is a task
+    assert store(dynamodb).tasks_of("acme", second_go) == []
+
+
+def test_a_tasks_run_is_deleted_only_as_read(dynamodb: Any) -> None:
+    runs = store(dynamodb)
+    parent = scheduled_run_id(JOB, AT)
+    task = run(child_run_id(parent, "load"), RunStatus.FAILED)
+    assert runs.put(task, Expect(absent=True)).ok
+    refused = runs.delete(task, Expect(present=True, statuses=frozenset({RunStatus.SKIPPED})))
+    assert not refused.ok and refused.current is not None and refused.current.status is RunStatus.FAILED
+    assert runs.delete(task, Expect.at(task)).ok
+    assert runs.tasks_of("acme", run(parent, RunStatus.FAILED)) == []

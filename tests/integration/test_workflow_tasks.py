@@ -161,11 +161,11 @@ def test_a_workflow_run_with_a_failed_task_ends_failed_and_cancels_what_had_not_
         "load": RunStatus.CANCELLED,  # fail_fast, the default
     }
     assert engine.receiver.for_path("/wf2-load") == []
-    # neither the run nor its failed task can be retried by hand (what a workflow's retry re-runs is not
-    # built): refused, nothing changed
-    for run_id in (workflow_run.run_id, child_run_id(workflow_run.run_id, "transform_b")):
-        with pytest.raises(InvalidState, match="trigger the job"):
-            engine.runtime.service.retry_run("acme", run_id, engine.clock())
+    # A failed task alone cannot be retried: its workflow run is, which runs it again with what follows it
+    failed_task = child_run_id(workflow_run.run_id, "transform_b")
+    with pytest.raises(InvalidState, match=f"retry {workflow_run.run_id}"):
+        engine.runtime.service.retry_run("acme", failed_task, engine.clock())
+    assert engine.run("acme", failed_task).status is RunStatus.FAILED
     assert engine.run("acme", workflow_run.run_id).status is RunStatus.FAILED
 
 

@@ -33,9 +33,11 @@ from tickwork.domain.workflow import (
     decided_children,
     descendants,
     find_cycle,
+    kept_ends,
     outcome_of,
     parents_outcomes,
     parse_child_run_id,
+    ready_tasks,
     retry_set,
     task_graph,
     task_job,
@@ -292,15 +294,27 @@ def test_a_workflow_run_ends_once_every_task_ended(
 # --- retry ------------------------------------------------------------------------------------------------
 def test_a_retry_re_runs_the_failed_and_cancelled_tasks_and_what_depends_on_them() -> None:
     tasks = (*DIAMOND, task("report", "load"), task("audit"))
-    states = {"extract": S, "transform_a": F, "transform_b": S, "load": C, "report": C, "audit": S}
+    ends: dict[str, TaskOutcome] = {
+        "extract": "succeeded",
+        "transform_a": "failed",
+        "transform_b": "succeeded",
+        "load": "cancelled",
+        "report": "cancelled",
+        "audit": "succeeded",
+    }
 
-    assert retry_set(tasks, states) == {"transform_a", "load", "report"}
+    assert retry_set(tasks, ends) == {"transform_a", "load", "report"}
 
 
 def test_a_retry_re_runs_a_task_skipped_because_its_parent_failed() -> None:
-    states = {"extract": RunStatus.DEAD, "transform_a": K, "transform_b": K, "load": K}
+    ends: dict[str, TaskOutcome] = {
+        "extract": "failed",
+        "transform_a": "skipped",
+        "transform_b": "skipped",
+        "load": "skipped",
+    }
 
-    assert retry_set(DIAMOND, states) == {"extract", "transform_a", "transform_b", "load"}
+    assert retry_set(DIAMOND, ends) == {"extract", "transform_a", "transform_b", "load"}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -313,7 +327,8 @@ def test_a_retry_never_re_runs_a_success_upstream_of_every_failure(
         task_id: data.draw(st.sampled_from([S, F, K, C])) for task_id in graph.task_ids
     }
 
-    again = retry_set(tasks, states)
+    ends = {task_id: outcome for task_id, status in states.items() if (outcome := outcome_of(status))}
+    again = retry_set(tasks, ends)
 
     failed = {task_id for task_id, status in states.items() if status in (F, C)}
     assert failed <= again
@@ -321,6 +336,37 @@ def test_a_retry_never_re_runs_a_success_upstream_of_every_failure(
     # a task left out has no failed or cancelled task upstream
     for task_id in set(graph.task_ids) - again:
         assert not any(task_id in descendants(graph, [bad]) for bad in failed)
+
+
+def test_a_retry_keeps_the_ends_of_what_it_does_not_re_run_and_drops_tasks_the_job_no_longer_has() -> None:
+    ends: dict[str, TaskOutcome] = {
+        "extract": "succeeded",
+        "transform_a": "failed",
+        "transform_b": "succeeded",
+        "load": "skipped",
+        "gone": "succeeded",
+    }
+
+    assert kept_ends(DIAMOND, ends) == {"extract": "succeeded", "transform_b": "succeeded"}
+
+
+def test_a_first_start_decides_the_roots_alone() -> None:
+    tasks = (*DIAMOND, task("audit"), task("alert", "extract", rule="one_failed"))
+
+    assert ready_tasks(tasks, {}) == {"extract": "run", "audit": "run"}
+
+
+def test_a_retrys_start_decides_the_tasks_whose_parents_ended_and_kept_their_ends() -> None:
+    tasks = (
+        *DIAMOND,
+        task("either", "transform_a", "transform_b", rule="one_success"),
+        task("alert", "extract", rule="one_failed"),
+    )
+    kept: dict[str, TaskOutcome] = {"extract": "succeeded", "transform_b": "succeeded"}
+
+    # transform_a runs again; "either" has a success among its parents already; "alert" never will: skipped;
+    # load waits for transform_a.
+    assert ready_tasks(tasks, kept) == {"transform_a": "run", "either": "run", "alert": "skip"}
 
 
 # --- child run ids ----------------------------------------------------------------------------------------

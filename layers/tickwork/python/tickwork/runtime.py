@@ -312,6 +312,7 @@ class Runtime:
             allow_private_targets=self.settings.allow_private_targets,
             aws_targets=self.settings.aws_target_policy(),
             max_target_timeout_seconds=self.settings.max_target_timeout_seconds,
+            task_ends=self.task_ends,
         )
 
     @cached_property

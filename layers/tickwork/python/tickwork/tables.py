@@ -320,6 +320,12 @@ TASK_ENDS_SK = "#ended"
 TASK_END_PREFIX = "end_"
 
 
+def task_ends_sort_key(go: int) -> str:
+    """The item of a workflow run's tasks' ends in its go ``go`` (0: its first; each retry by hand, one
+    more): a retry starts from an item of its own, so an end recorded late in an earlier go never counts."""
+    return TASK_ENDS_SK if go == 0 else f"{TASK_ENDS_SK}#{go}"
+
+
 def name_key(tenant_id: str, name: str) -> str:
     return f"{tenant_id}/name/{name}"
 

@@ -85,6 +85,8 @@ class DynamoRunStore:
             values["dead_letter_owed"] = True
         if run.retry_sent_at is not None:
             values["retry_sent_at"] = to_rfc3339(run.retry_sent_at)
+        if run.workflow_retry:
+            values["workflow_retry"] = run.workflow_retry
         if run.lease_token is not None:
             values["lease_token"] = run.lease_token
         if run.pool_waiting_since is not None:
@@ -146,6 +148,24 @@ class DynamoRunStore:
             request["ExpressionAttributeValues"] = values
         try:
             self.client.put_item(**request)
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
+            old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+            return Written(False, run_from_item(old) if old else None)
+        return Written(True)
+
+    def delete(self, run: Run, expect: Expect) -> Written:
+        update = Update()
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": to_item(run_keys(run)),
+            "ConditionExpression": _condition(update, expect),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **update.expression(),
+        }
+        try:
+            self.client.delete_item(**request)
         except ClientError as error:
             if not is_conditional_failure(error):
                 raise
@@ -592,6 +612,13 @@ def _condition(update: Update, expect: Expect) -> str:
             present.append(f"{token} = {update.value(expect.token)}")
     if expect.token_below is not None:
         present.append(f"(attribute_not_exists({token}) OR {token} < {update.value(expect.token_below)})")
+    if expect.manual_retries is not None:
+        retries = update.name("manual_retries")
+        present.append(
+            f"{retries} = {update.value(expect.manual_retries)}"
+            if expect.manual_retries
+            else f"(attribute_not_exists({retries}) OR {retries} = {update.value(0)})"
+        )
     if expect.lease is not None:
         expires_at, cancel_requested = expect.lease
         expiry, cancel = update.name("lease_expires_at"), update.name("cancel_requested")

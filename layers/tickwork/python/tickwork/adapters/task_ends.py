@@ -43,7 +43,9 @@ class DynamoTaskEnds:
             raise ValueError(f"{workflow_run.run_id!r} is not a workflow run's id")
         sort_key = tables.run_sort_key(to_epoch_ms(workflow_run.scheduled_for), parsed.manual)
         partition = tables.tasks_key(workflow_run.tenant_id, workflow_run.job_id, sort_key)
-        return to_item({tables.RUNS_PK: partition, tables.RUNS_SK: tables.TASK_ENDS_SK})
+        # Its go: the workflow run's re-runs by hand (a task's run carries the go it belongs to).
+        ends_key = tables.task_ends_sort_key(workflow_run.manual_retries)
+        return to_item({tables.RUNS_PK: partition, tables.RUNS_SK: ends_key})
 
     def record(self, workflow_run: Run, task_id: str, outcome: TaskOutcome) -> TaskEnds:
         """The task's end, once: its attribute set if absent; every end recorded, as the write left them."""
@@ -65,6 +67,24 @@ class DynamoTaskEnds:
             old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
             return TaskEnds(_outcomes(old), recorded=False)
         return TaskEnds(_outcomes(response.get("Attributes")), recorded=True)
+
+    def begin_retry(self, reopened: Run, kept: dict[str, TaskOutcome]) -> None:
+        """The ends a retry of the workflow run keeps, as the first ends of its new go (``reopened``: the run
+        as the retry reopens it), written once: a repeated retry of the same go (after a failure between this
+        write and the run's) finds them written and leaves them, with whatever the go recorded since."""
+        expires = int(reopened.scheduled_for.timestamp()) + self.retention_seconds
+        values = {tables.TASK_END_PREFIX + task_id: outcome for task_id, outcome in kept.items()}
+        key = self.key(reopened)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={**key, **to_item({**values, tables.RUNS_TTL: expires})},
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": tables.RUNS_PK},
+            )
+        except ClientError as error:
+            if not is_conditional_failure(error):
+                raise
 
     def read(self, workflow_run: Run) -> dict[str, TaskOutcome]:
         response = self.client.get_item(TableName=self.table, Key=self.key(workflow_run), ConsistentRead=True)

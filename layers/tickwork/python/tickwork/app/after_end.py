@@ -310,8 +310,8 @@ class AfterEnd:
 
 
 def _workflow_run_of(task_run: Run, run_id: str) -> Run:
-    """The workflow run a task's run belongs to, as far as its fan-in's key needs it (its id, tenant, job and
-    scheduled time, which the task's run shares), without a read."""
+    """The workflow run a task's run belongs to, as far as its fan-in's key and its tasks' runs need it (its
+    id, tenant, job, scheduled time and go, which the task's run carries), without a read."""
     return Run(
         run_id=run_id,
         job_id=task_run.job_id,
@@ -319,6 +319,7 @@ def _workflow_run_of(task_run: Run, run_id: str) -> Run:
         scheduled_for=task_run.scheduled_for,
         status=RunStatus.RUNNING,
         created_at=task_run.created_at,
+        manual_retries=task_run.workflow_retry,
     )
 
 

@@ -17,11 +17,12 @@ see :mod:`tickwork.app.after_end`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from tickwork.app.ports import Expect, RunStore, Written
 from tickwork.domain.arrival import Candidate
-from tickwork.domain.lifecycle import IllegalTransition, ensure_move
+from tickwork.domain.lifecycle import TERMINAL, IllegalTransition, ensure_move
 from tickwork.domain.models import Attempt, Job, Run, RunStatus, manual_run_id, scheduled_run_id
 from tickwork.domain.timeutil import to_epoch_ms
 from tickwork.domain.workflow import child_run_id
@@ -71,22 +72,32 @@ class RunLifecycle:
             created_at=now,
             finished_at=now if status in reasons else None,
             reason=reasons.get(status),
+            workflow_retry=workflow_run.manual_retries,
         )
         return run, self._move(run, Expect.new(), was=None)
 
     def rerun(self, run: Run, now: datetime) -> tuple[Run, Written]:
-        """A re-run by hand of an ended run: PLANNED again, for a new attempt under the same run id."""
-        reopened = run.model_copy(
-            update={
-                "status": RunStatus.PLANNED,
-                "created_at": now,
-                "finished_at": None,
-                "reason": None,
-                "manual_retries": run.manual_retries + 1,
-                "dead_letter_owed": False,
-            }
-        )
-        return reopened, self._move(reopened, Expect.at(run), was=run.status)
+        """A re-run by hand of an ended run: PLANNED again, for a new attempt under the same run id. Written
+        only while it is stored as read and re-run as often: a retry that read an earlier end of the run
+        cannot re-run a later one."""
+        reopened = _reopened(run, now)
+        expect = replace(Expect.at(run), manual_retries=run.manual_retries)
+        return reopened, self._move(reopened, expect, was=run.status)
+
+    def rerun_task(self, task_run: Run, workflow_run: Run, now: datetime) -> tuple[Run, Written]:
+        """A task that failed in an earlier go of its workflow run, run again in this one (the workflow run's
+        retry): PLANNED as :meth:`rerun` makes it, its attempts kept, now of this go."""
+        reopened = _reopened(task_run, now).model_copy(update={"workflow_retry": workflow_run.manual_retries})
+        expect = replace(Expect.at(task_run), manual_retries=task_run.manual_retries)
+        return reopened, self._move(reopened, expect, was=task_run.status)
+
+    def forget_task(self, task_run: Run) -> Written:
+        """The run of a task that ended in an earlier go of its workflow run, deleted for the workflow run's
+        retry to decide the task again (it waits for its parents as if it had never run), if still as read.
+        Only an ended task's run is ever deleted."""
+        if task_run.status not in TERMINAL:
+            raise IllegalTransition(f"a {task_run.status.value} run cannot be forgotten")
+        return self.runs.delete(task_run, Expect.at(task_run))
 
     def enqueued(self, run: Run, now: datetime) -> tuple[Run, Written]:
         """A stored run's message went out (again): ENQUEUED, as of ``now``."""
@@ -217,7 +228,7 @@ class RunLifecycle:
             update={
                 "status": RunStatus.RUNNING,
                 "workflow": True,
-                "attempt": max(run.attempt, 1),
+                "attempt": run.attempt + 1,  # its first go, or a retry's
                 "started_at": run.started_at or now,
                 "lease_owner": None,
                 "lease_expires_at": None,
@@ -340,6 +351,19 @@ def lost_attempt_closed(candidate: Candidate, now: datetime) -> Run:
 def lag_ms(run: Run, started: datetime) -> int:
     """From when the fire was due, its jitter included, to ``started``."""
     return max(0, to_epoch_ms(started) - to_epoch_ms(run.scheduled_for) - (run.jitter_ms or 0))
+
+
+def _reopened(run: Run, now: datetime) -> Run:
+    return run.model_copy(
+        update={
+            "status": RunStatus.PLANNED,
+            "created_at": now,
+            "finished_at": None,
+            "reason": None,
+            "manual_retries": run.manual_retries + 1,
+            "dead_letter_owed": False,
+        }
+    )
 
 
 def _ended(run: Run, status: RunStatus, reason: str | None, now: datetime) -> Run:

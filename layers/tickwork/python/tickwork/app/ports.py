@@ -33,7 +33,8 @@ class Expect:
 
     ``absent``: no item yet. Otherwise an item whose status is in ``statuses`` (None: any), whose fencing
     token equals ``token`` (None: any) or is below ``token_below`` (None: no bound), and whose lease is
-    ``lease`` (its expiry, None for none, and whether it was asked to stop; None: any).
+    ``lease`` (its expiry, None for none, and whether it was asked to stop; None: any), and which has been
+    re-run by hand ``manual_retries`` times (None: any).
     """
 
     absent: bool = False
@@ -42,6 +43,7 @@ class Expect:
     token: int | None = None
     token_below: int | None = None
     lease: tuple[datetime | None, bool] | None = None
+    manual_retries: int | None = None
 
     @classmethod
     def new(cls) -> Expect:
@@ -223,7 +225,11 @@ class TaskEndStore(Protocol):
     def record(self, workflow_run: Run, task_id: str, outcome: TaskOutcome) -> TaskEnds:
         """The task's end if not recorded yet; every end recorded, as they stand after the call."""
 
-    def read(self, workflow_run: Run) -> dict[str, TaskOutcome]: ...
+    def read(self, workflow_run: Run) -> dict[str, TaskOutcome]:
+        """Every end recorded in the workflow run's go (its ``manual_retries``)."""
+
+    def begin_retry(self, reopened: Run, kept: dict[str, TaskOutcome]) -> None:
+        """The ends a retry keeps, as the first of the reopened run's go, written once."""
 
 
 class TenantThrottles(Protocol):
@@ -248,6 +254,9 @@ class RunStore(Protocol):
 
     def put(self, run: Run, expect: Expect) -> Written:
         """Write the whole run if the stored item meets ``expect``; when it does not, say what is stored."""
+
+    def delete(self, run: Run, expect: Expect) -> Written:
+        """Delete the run's item if it meets ``expect``; when it does not, say what is stored."""
 
     def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
         """Stored runs, newest first (by scheduled time)."""

@@ -22,7 +22,17 @@ from ulid import ULID
 from tickwork.app.flow import FlowReader
 from tickwork.app.lifecycle import RunLifecycle
 from tickwork.app.planner import Planner
-from tickwork.app.ports import Dispatch, JobStore, Page, RunIndex, RunQueue, RunStore, TenantStore
+from tickwork.app.ports import (
+    Dispatch,
+    JobStore,
+    Page,
+    RunIndex,
+    RunQueue,
+    RunStore,
+    TaskEndStore,
+    TenantStore,
+)
+from tickwork.app.workflows import reopen_workflow
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.flow import TenantFlow
 from tickwork.domain.lanes import Holder, Lane, ended
@@ -131,8 +141,10 @@ class JobService:
         flow: FlowReader | None = None,
         aws_targets: AwsTargetPolicy | None = None,
         max_target_timeout_seconds: int = 900,
+        task_ends: TaskEndStore | None = None,
     ):
         self.jobs = jobs
+        self.task_ends = task_ends
         self.runs = runs
         self.lifecycle = RunLifecycle(runs)
         self.index = index
@@ -437,14 +449,20 @@ class JobService:
                 f"only FAILED, DEAD or ABANDONED runs can be retried; this run is {run.status.value}",
                 run_status=run.status,
             )
-        if run.workflow or parse_child_run_id(run.run_id) is not None:
-            # What a workflow run's retry re-runs (its failed tasks and what depends on them) is not built:
-            # retrying one task would leave its workflow run ended, and its children undecided.
+        child = parse_child_run_id(run.run_id)
+        if child is not None:
+            # Retried alone, a task would leave its workflow run ended and its children undecided.
             raise InvalidState(
-                "workflow runs and their tasks cannot be retried by hand; trigger the job for a new run",
+                f"a workflow task's run is retried with its workflow run: retry {child.parent_run_id}, which"
+                " runs again its failed tasks and what depends on them",
                 run_status=run.status,
             )
-        reopened, written = self.lifecycle.rerun(run, now)
+        if run.workflow:
+            if self.task_ends is None:
+                raise InvalidState("workflow runs cannot be retried here", run_status=run.status)
+            reopened, written = reopen_workflow(self.lifecycle, self.task_ends, job, run, now)
+        else:
+            reopened, written = self.lifecycle.rerun(run, now)
         if not written.ok:
             current = written.current
             raise InvalidState(

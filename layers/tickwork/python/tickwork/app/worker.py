@@ -164,7 +164,13 @@ class Worker:
             clock=clock,
             rng=rng,
         )
-        self.workflows = WorkflowStarts(lifecycle=self.lifecycle, queue=queue, metrics=metrics)
+        self.workflows = WorkflowStarts(
+            lifecycle=self.lifecycle,
+            queue=queue,
+            metrics=metrics,
+            after_end=self.after_end,
+            task_ends=task_ends,
+        )
         self.lost_attempts = LostAttempts(
             lifecycle=self.lifecycle, after_end=self.after_end, metrics=metrics, rng=rng
         )

@@ -210,8 +210,9 @@ def decide_arrival(
     lost_recorded = bool(run.attempts) and run.attempts[-1].finished_at is not None
     if running_holder or (run.status is RunStatus.RUNNING and not lost_recorded):
         candidate = Candidate(run, stored, Stage.LOST, holder if running_holder else None)
-    elif run.status is RunStatus.RETRY_WAIT or run.attempts:
-        # Between attempts: a retry, or a re-run by hand (a new attempt of a run that ended).
+    elif run.status is RunStatus.RETRY_WAIT or run.attempts or run.manual_retries:
+        # Between attempts: a retry, or a re-run by hand (a new attempt of a run that ended; a workflow run's
+        # records no attempts of its own).
         candidate = Candidate(run, stored, Stage.RETRY)
     else:
         candidate = Candidate(run, stored, Stage.NEW)

@@ -874,6 +874,9 @@ class Run(StrictModel):
     """DEAD, and its dead letter not yet known to be in its queue: whoever reads it next sends it."""
     workflow: bool = False
     """A workflow run: RUNNING while its tasks run (each a run of its own), ended by the end of the last."""
+    workflow_retry: int = Field(0, exclude=True)
+    """A task's run: the go of its workflow run it belongs to (the workflow run's ``manual_retries`` then; 0:
+    its first). A retry's start resets the runs of earlier goes it runs again, never those of its own."""
     # A pool run's (a ``pool`` target's): claimed by the tenant's own workers, kept alive by heartbeats.
     pool: str | None = None
     """The pool the run waits in (ENQUEUED) or runs in (RUNNING), claimed by the tenant's workers."""

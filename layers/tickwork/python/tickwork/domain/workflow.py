@@ -217,11 +217,34 @@ def workflow_outcome(states: TaskStates) -> RunStatus | None:
     return RunStatus.SUCCEEDED
 
 
-def retry_set(tasks: Sequence[WorkflowTask], states: TaskStates) -> frozenset[str]:
-    """The tasks a retry of an ended workflow run runs again: those that failed or were cancelled, and every
-    task downstream of them. What succeeded upstream of them keeps its outcome (and its output)."""
-    unfinished = {task.id for task in tasks if outcome_of(states.get(task.id)) in ("failed", "cancelled")}
+def retry_set(tasks: Sequence[WorkflowTask], ends: Mapping[str, TaskOutcome]) -> frozenset[str]:
+    """The tasks a retry of an ended workflow run runs again, from its tasks' ends: those that failed or were
+    cancelled, and every task downstream of them. What succeeded upstream of them keeps its outcome (and its
+    output)."""
+    unfinished = {task.id for task in tasks if ends.get(task.id) in ("failed", "cancelled")}
     return frozenset(unfinished | descendants(task_graph(tasks), unfinished))
+
+
+def kept_ends(tasks: Sequence[WorkflowTask], ends: Mapping[str, TaskOutcome]) -> dict[str, TaskOutcome]:
+    """The ends a retry of the workflow run keeps: every task's outside :func:`retry_set` (a task the job no
+    longer has is dropped, so the run ends once each task it has now ended)."""
+    again = retry_set(tasks, ends)
+    return {task.id: ends[task.id] for task in tasks if task.id in ends and task.id not in again}
+
+
+def ready_tasks(tasks: Sequence[WorkflowTask], ends: Mapping[str, TaskOutcome]) -> dict[str, Decision]:
+    """What a workflow run's start decides: each task with no end whose rule its parents' ends settle, run or
+    skip. On a first start (no ends) the roots; on a retry's start, the tasks it re-runs that need no parent
+    of theirs to end again."""
+    graph = task_graph(tasks)
+    decided: dict[str, Decision] = {}
+    for task in tasks:
+        if task.id in ends:
+            continue
+        decision = decide(task.trigger_rule, {parent: ends.get(parent) for parent in graph.parents[task.id]})
+        if decision is not None:
+            decided[task.id] = decision
+    return decided
 
 
 @dataclass(frozen=True)

@@ -412,6 +412,14 @@ class FakeRunStore:
             self.changes.append((run.tenant_id, entry))
             return Written(True)
 
+    def delete(self, run: Run, expect: Expect) -> Written:
+        with self.lock:
+            stored = self.runs.get((run.tenant_id, run.run_id))
+            if not _meets(stored, expect):
+                return Written(False, stored)
+            self.runs.pop((run.tenant_id, run.run_id), None)
+            return Written(True)
+
     def list_for_job(self, tenant_id: str, job_id: str, *, limit: int, cursor: str | None) -> Page[Run]:
         with self.lock:
             mine = sorted(
@@ -564,6 +572,8 @@ def _meets(stored: Run | None, expect: Expect) -> bool:
     if expect.token is not None and stored.fencing_token != expect.token:
         return False
     if expect.lease is not None and (stored.lease_expires_at, stored.cancel_requested) != expect.lease:
+        return False
+    if expect.manual_retries is not None and stored.manual_retries != expect.manual_retries:
         return False
     return not (expect.token_below is not None and stored.fencing_token >= expect.token_below)
 
