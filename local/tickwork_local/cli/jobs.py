@@ -625,7 +625,7 @@ def trigger(
     if session.output.machine:
         session.output.document(document)
     else:
-        show_run(session.output, document)
+        show_run(session.output, document, definition=session.workflow_of(document))
     if run.status not in TERMINAL_RUN_STATUSES:
         session.output.note(f"run {run.run_id} is still {run.status} after {wait_timeout} s; stopped waiting")
         raise typer.Exit(EXIT_WAIT_TIMEOUT)

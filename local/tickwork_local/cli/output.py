@@ -508,9 +508,15 @@ def show_job(output: Output, job: Mapping[str, Any]) -> None:
 AFTER_NAMES = 5
 
 
-def workflow_tree(target: Mapping[str, Any]) -> Branch:
+def workflow_tree(
+    target: Mapping[str, Any], describe: Callable[[str, Mapping[str, Any]], Cell] | None = None
+) -> Branch:
     """A workflow's tasks as a tree: each task under the parent of its that comes last in a topological
-    order, and a task with several parents says which it waits for. Each task appears once."""
+    order, and a task with several parents says which it waits for. Each task appears once.
+
+    Each task's line is ``describe(task_id, task)`` (by default, the task's id and target), followed by its
+    trigger rule when not the default and the parents it waits for when several: ``jobs get`` and ``runs
+    get`` draw the same tree, one with the definition's targets, the other with each task's run."""
     tasks = [task for task in target.get("tasks") or [] if isinstance(task, dict)]
     by_id = {text(task.get("id")): task for task in tasks}
     parents = {
@@ -524,9 +530,11 @@ def workflow_tree(target: Mapping[str, Any]) -> Branch:
         placed = [parent for parent in parents[task_id] if parent in position]
         under = max(placed, key=position.__getitem__) if placed else None
         nested.setdefault(under, []).append(task_id)
+    label_of = describe or _task_target
 
     def branch(task_id: str) -> Branch:
-        label = f"{task_id}  {target_summary(by_id[task_id].get('target'))}"
+        shown = label_of(task_id, by_id[task_id])
+        label, style = (shown, "") if isinstance(shown, str) else shown
         rule = by_id[task_id].get("trigger_rule")
         if rule and rule != "all_success":
             label += f"  [{text(rule)}]"
@@ -534,7 +542,9 @@ def workflow_tree(target: Mapping[str, Any]) -> Branch:
             named = ", ".join(parents[task_id][:AFTER_NAMES])
             more = len(parents[task_id]) - AFTER_NAMES
             label += f"  (after {named}{f' and {more} more' if more > 0 else ''})"
-        return Branch(label, tuple(branch(child) for child in nested.get(task_id, [])))
+        return Branch(
+            (label, style) if style else label, tuple(branch(child) for child in nested.get(task_id, []))
+        )
 
     terms = text(target.get("failure_mode") or "fail_fast")
     if target.get("max_parallel"):
@@ -544,6 +554,68 @@ def workflow_tree(target: Mapping[str, Any]) -> Branch:
         f"workflow: {count} task{'' if count == 1 else 's'} ({terms})",
         tuple(branch(root) for root in nested.get(None, [])),
     )
+
+
+def _task_target(task_id: str, task: Mapping[str, Any]) -> Cell:
+    """A task of a workflow's definition: its id and its target."""
+    return f"{task_id}  {target_summary(task.get('target'))}"
+
+
+def workflow_run_tree(definition: Mapping[str, Any], run: Mapping[str, Any]) -> Branch:
+    """A workflow run's tasks, drawn as its definition's tree (``workflow_tree``) with each task's run on its
+    line: status, attempts, when it started, or how long it took and when it finished, and its last error.
+    A task with no run yet is ``waiting`` (``not run`` once the workflow run has ended). A task run whose
+    task the definition no longer has (the job changed since) is drawn at the top."""
+    from tickwork.domain.models import TERMINAL_RUN_STATUSES  # only a workflow run's tree needs it
+
+    task_runs = {text(task.get("task_id")): task for task in run.get("tasks") or [] if isinstance(task, dict)}
+    tasks = [task for task in definition.get("tasks") or [] if isinstance(task, dict)]
+    defined = {text(task.get("id")) for task in tasks}
+    shown = {
+        **definition,
+        "tasks": tasks + [{"id": task_id} for task_id in task_runs if task_id not in defined],
+    }
+    ended = run.get("status") in {str(status) for status in TERMINAL_RUN_STATUSES}
+
+    def describe(task_id: str, task: Mapping[str, Any]) -> Cell:
+        return task_run_line(task_id, task_runs.get(task_id), ended=ended)
+
+    return workflow_tree(shown, describe)
+
+
+def task_run_line(task_id: str, task_run: Mapping[str, Any] | None, *, ended: bool) -> Cell:
+    """``extract  SUCCEEDED  1 attempt  took 1.2s (finished ...)``, in its status's colour."""
+    if task_run is None:
+        return (f"{task_id}  {'not run' if ended else 'waiting'}", "dim")
+    state = text(task_run.get("status"))
+    count = task_run.get("attempt")
+    parts = [task_id, state, f"{text(count)} attempt{'' if count == 1 else 's'}"]
+    started, finished = task_run.get("started_at"), task_run.get("finished_at")
+    took = duration(started, finished)
+    if finished and took is not None:
+        parts.append(f"took {took} (finished {text(finished)})")
+    elif finished:
+        parts.append(f"finished {text(finished)}")
+    elif started:
+        parts.append(f"started {text(started)}")
+    if task_run.get("error_code"):
+        parts.append(text(task_run.get("error_code")))
+    return ("  ".join(parts), STATUS_STYLES.get(state, ""))
+
+
+def duration(started: Any, finished: Any) -> str | None:
+    """From one RFC 3339 time to another: ``350 ms``, ``4.2s`` or ``3m20s``; None without both."""
+    if not isinstance(started, str) or not isinstance(finished, str):
+        return None
+    try:
+        seconds = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
+    except ValueError:
+        return None
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))} ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    return format_seconds(round(seconds))
 
 
 def _topological(parents: Mapping[str, Sequence[str]]) -> list[str]:
@@ -628,12 +700,34 @@ def pool_fields(run: Mapping[str, Any], now: datetime) -> list[tuple[str, Cell]]
     ]
 
 
-def show_run(output: Output, run: Mapping[str, Any], now: datetime | None = None) -> None:
+def task_fields(run: Mapping[str, Any]) -> list[tuple[str, Cell]]:
+    """A workflow task's run (``<workflow run id>/<task id>``): its workflow run and its task."""
+    run_id = run.get("run_id")
+    if not isinstance(run_id, str) or "/" not in run_id:
+        return []
+    workflow_run, task = run_id.rsplit("/", 1)
+    return [("workflow_run", text(workflow_run)), ("task", text(task))]
+
+
+def show_run(
+    output: Output,
+    run: Mapping[str, Any],
+    now: datetime | None = None,
+    definition: Mapping[str, Any] | None = None,
+) -> None:
+    """A run's fields and attempts; a workflow run's tasks as a tree of its ``definition`` (its job's
+    target), each task with its run."""
     output.fields(
         [(key, status(run.get(key)) if key == "status" else text(run.get(key))) for key in RUN_FIELDS]
+        + task_fields(run)
         + pool_fields(run, now or datetime.now(UTC))
     )
     attempts = [attempt for attempt in run.get("attempts") or [] if isinstance(attempt, dict)]
+    if definition is not None and run.get("tasks") is not None:
+        output.line()
+        output.tree(workflow_run_tree(definition, run))
+        if not attempts:
+            return  # a workflow run's attempts are its tasks'
     if not attempts:
         output.line("attempts       none yet")
         return

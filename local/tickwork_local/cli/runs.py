@@ -172,6 +172,7 @@ def list_runs(
     "get",
     epilog=examples(
         "tickwork runs get '01JGZ4M8Q3V5XKQ1T7B2N6C9DE:1767225600000'",
+        "tickwork runs get '01JGZ4M8Q3V5XKQ1T7B2N6C9DE:1767225600000/extract'",
     ),
 )
 @command
@@ -179,13 +180,15 @@ def get(ctx: typer.Context, run: RunArgument, output: OutputOption = None) -> No
     """Show one run with all its attempts.
 
     A pool run shows its progress, stage, the worker holding its lease, its last heartbeat, when its lease
-    lapses, whether it was asked to stop, and its last checkpoint."""
+    lapses, whether it was asked to stop, and its last checkpoint. A workflow run shows its tasks as the
+    tree of its job's definition, each with its run's status, attempts and times (waiting: no run yet); a
+    task's own run is shown by its id, <workflow run id>/<task id>."""
     session = Session(ctx, output)
     document = as_json(session.client.get_run(run))
     if session.output.machine:
         session.output.document(document)
     else:
-        show_run(session.output, document)
+        show_run(session.output, document, definition=session.workflow_of(document))
 
 
 @app.command(

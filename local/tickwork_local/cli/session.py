@@ -8,7 +8,7 @@ import inspect
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -198,3 +198,13 @@ class Session:
             except NotFound:
                 self.names[job_id] = None
         return {job_id: self.names[job_id] for job_id in wanted}
+
+    def workflow_of(self, run: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A workflow run's definition (its job's target, ``GET /v1/jobs/{job_id}``) to draw its tasks by;
+        None for a run that is not a workflow run's (its ``tasks`` null)."""
+        if run.get("tasks") is None or not isinstance(run.get("job_id"), str):
+            return None
+        job = self.client.get_job(run["job_id"])
+        self.names[job.job_id] = job.name
+        target: dict[str, Any] = job.model_dump(mode="json")["target"]
+        return target
