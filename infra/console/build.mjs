@@ -1,4 +1,5 @@
-// Bundles src/ into dist/: index.html, assets/main-<hash>.js and .css, favicon.svg, licenses.txt.
+// Bundles src/ into dist/: index.html, assets/main-<hash>.js and .css (and a chunk for what only some pages
+// load: the workflow graph's layout library), favicon.svg, licenses.txt.
 // `node build.mjs --watch` rebuilds on every change, for `tickwork local` to serve as it runs.
 import { cp, mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -11,7 +12,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = path.join(here, "dist");
 const watch = process.argv.includes("--watch");
 // Runtime dependencies whose licence notices ship with the bundle.
-const BUNDLED = ["preact", "uplot"];
+const BUNDLED = ["preact", "uplot", "@dagrejs/dagre", "@dagrejs/graphlib"];
 
 /** index.html from the template, naming the hashed entry files; then a size report. */
 const page = {
@@ -79,6 +80,8 @@ const options = {
   minify: !watch,
   sourcemap: watch ? "linked" : false,
   outdir: "dist/assets",
+  // What only some pages need (the workflow graph's layout) loads as a chunk of its own, when first needed.
+  splitting: true,
   entryNames: "[name]-[hash]",
   assetNames: "[name]-[hash]",
   jsx: "automatic",

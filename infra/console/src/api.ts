@@ -111,6 +111,17 @@ export interface Attempt {
   worker_id: string | null;
 }
 
+/** A workflow run's task that has a run (a task not started yet has none, and is not listed). */
+export interface TaskRun {
+  task_id: string;
+  run_id: string;
+  status: RunStatus;
+  attempt: number;
+  started_at: string | null;
+  finished_at: string | null;
+  error_code: string | null;
+}
+
 export interface Run {
   run_id: string;
   job_id: string;
@@ -138,6 +149,9 @@ export interface Run {
   lease_deadline?: string | null;
   heartbeat_at?: string | null;
   cancel_requested?: boolean;
+  // A workflow run's: RUNNING while its tasks run; GET /v1/runs/{run_id} lists the tasks that have a run.
+  workflow?: boolean;
+  tasks?: TaskRun[] | null;
 }
 
 export interface Page<T> {

@@ -228,7 +228,7 @@ const OUTCOME_CLASS: Record<string, string> = {
 };
 
 /** The width of an element in CSS pixels, followed as it changes. */
-function useWidth(element: { current: Element | null }, initial: number): number {
+export function useWidth(element: { current: Element | null }, initial: number): number {
   const [width, setWidth] = useState(initial);
   useEffect(() => {
     const current = element.current;

@@ -1,11 +1,12 @@
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 
-import { FINAL, RETRYABLE, type Run as RunOut, api, jobLabels } from "../api";
+import { FINAL, RETRYABLE, type Run as RunOut, api, isWorkflow, jobLabels } from "../api";
 import { Confirm, Notice, Problem, Status, Timeline, When } from "../components";
 import { UTC, json, milliseconds, relative } from "../format";
 import { usePoll, useNow } from "../hooks";
 import { Link, href } from "../router";
+import { WorkflowRun } from "../workflow";
 
 /** Characters of a checkpoint's JSON shown at once; a longer one opens on demand. */
 const CHECKPOINT_SHOWN = 400;
@@ -91,6 +92,17 @@ export function Run({ id }: { id: string }) {
   // The run's job names it, and its times are shown in the job's zone.
   const jobId = run.data?.job_id;
   const job = usePoll(async () => (jobId ? ((await jobLabels([jobId])).get(jobId) ?? null) : null), 0, [jobId]);
+  // A workflow run's tasks and their dependencies: its job's definition.
+  const workflow = Array.isArray(run.data?.tasks);
+  const definition = usePoll(
+    async () => {
+      if (!jobId || !workflow) return null;
+      const target = (await api.job(jobId)).target;
+      return isWorkflow(target) ? target.tasks : null;
+    },
+    0,
+    [jobId, workflow],
+  );
 
   if (!run.data) {
     return (
@@ -103,12 +115,24 @@ export function Run({ id }: { id: string }) {
   const data = run.data;
   const final = FINAL.includes(data.status);
   const zone = job.data?.zone ?? UTC;
+  // A task's run (`<workflow run id>/<task id>`) names the workflow run it is a task of.
+  const cut = data.run_id.lastIndexOf("/");
+  const workflowRun = cut > 0 ? data.run_id.slice(0, cut) : null;
   return (
     <main>
       <header class="page-head">
         <div>
           <p class="crumbs">
             <Link href="/runs">Runs</Link> / <Link href={href("/jobs", data.job_id)}>job {job.data?.name ?? data.job_id}</Link> /
+            {workflowRun ? (
+              <>
+                {" "}
+                <Link href={href("/runs", workflowRun)}>
+                  workflow run {workflowRun.slice(data.job_id.length + 1) || workflowRun}
+                </Link>{" "}
+                /
+              </>
+            ) : null}
           </p>
           <h1>
             Run <code class="run-id">{data.run_id.slice(data.job_id.length + 1) || data.run_id}</code>{" "}
@@ -177,42 +201,45 @@ export function Run({ id }: { id: string }) {
         </dl>
       </section>
       <Progress run={data} now={now} zone={zone} />
-      <section class="card" aria-label="attempts">
-        <h2>Attempts</h2>
-        {data.attempts.length ? <Timeline run={data} now={now} zone={zone} /> : <p class="muted">No attempt has started yet.</p>}
-        <table class="list" aria-label="attempts">
-          <thead>
-            <tr>
-              <th>#</th>
-              <th>Started</th>
-              <th>Duration</th>
-              <th>Outcome</th>
-              <th>Error</th>
-              <th>Worker</th>
-            </tr>
-          </thead>
-          <tbody>
-            {data.attempts.map((attempt) => (
-              <tr key={attempt.attempt} data-attempt={attempt.attempt}>
-                <td data-label="#">{attempt.attempt}</td>
-                <td data-label="Started" class="wide">
-                  <When value={attempt.started_at} zone={zone} />
-                </td>
-                <td data-label="Duration">{milliseconds(attempt.duration_ms)}</td>
-                <td data-label="Outcome">
-                  {attempt.outcome ? <Status value={attempt.outcome} /> : <Status value="running" />}
-                </td>
-                <td data-label="Error" class="error-text span">
-                  {attempt.error_code ? <code>{attempt.error_code}</code> : null} {attempt.error_message ?? ""}
-                </td>
-                <td data-label="Worker" class="span">
-                  <code>{attempt.worker_id ?? "—"}</code>
-                </td>
+      {data.tasks ? <WorkflowRun run={data} definition={definition.data} zone={zone} /> : null}
+      {data.tasks && !data.attempts.length ? null : (
+        <section class="card" aria-label="attempts">
+          <h2>Attempts</h2>
+          {data.attempts.length ? <Timeline run={data} now={now} zone={zone} /> : <p class="muted">No attempt has started yet.</p>}
+          <table class="list" aria-label="attempts">
+            <thead>
+              <tr>
+                <th>#</th>
+                <th>Started</th>
+                <th>Duration</th>
+                <th>Outcome</th>
+                <th>Error</th>
+                <th>Worker</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      </section>
+            </thead>
+            <tbody>
+              {data.attempts.map((attempt) => (
+                <tr key={attempt.attempt} data-attempt={attempt.attempt}>
+                  <td data-label="#">{attempt.attempt}</td>
+                  <td data-label="Started" class="wide">
+                    <When value={attempt.started_at} zone={zone} />
+                  </td>
+                  <td data-label="Duration">{milliseconds(attempt.duration_ms)}</td>
+                  <td data-label="Outcome">
+                    {attempt.outcome ? <Status value={attempt.outcome} /> : <Status value="running" />}
+                  </td>
+                  <td data-label="Error" class="error-text span">
+                    {attempt.error_code ? <code>{attempt.error_code}</code> : null} {attempt.error_message ?? ""}
+                  </td>
+                  <td data-label="Worker" class="span">
+                    <code>{attempt.worker_id ?? "—"}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      )}
       {cancelling ? (
         <Confirm
           title="Cancel this run?"
