@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -122,6 +123,7 @@ class Flow:
     job_id: str
     run_id: str
     tasks: tuple[str, ...]
+    at: datetime
 
     def task_run_id(self, task_id: str) -> str:
         return child_run_id(self.run_id, task_id)
@@ -137,7 +139,7 @@ def flow(engine: Engine, name: str, graph: dict[str, list[str]], **fields: Any) 
     at = engine.clock()
     workflow = {"type": "workflow", "tasks": tasks, **fields}
     job_id = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=workflow).job.job_id
-    return Flow(job_id, scheduled_run_id(job_id, at), tuple(graph))
+    return Flow(job_id, scheduled_run_id(job_id, at), tuple(graph), at)
 
 
 RETRY = {"max_attempts": 2, "initial_delay_seconds": 1, "jitter": "none"}
@@ -158,14 +160,35 @@ def stored(engine: Engine, run_id: str) -> Run:
     return engine.runtime.runs.get("acme", run_id)
 
 
+def ended(engine: Engine, workflow: Flow) -> bool:
+    """The workflow run is stored, and has ended."""
+    found = engine.runtime.runs.find_many("acme", workflow.job_id, [workflow.run_id])
+    return workflow.run_id in found and found[workflow.run_id].status in TERMINAL
+
+
 def task_runs(engine: Engine, workflow: Flow) -> dict[str, Run]:
-    runs = engine.runtime.runs.tasks_of("acme", stored(engine, workflow.run_id))
+    key = Run(
+        run_id=workflow.run_id,
+        job_id=workflow.job_id,
+        tenant_id="acme",
+        scheduled_for=workflow.at,
+        status=RunStatus.RUNNING,
+        created_at=workflow.at,
+    )
+    runs = engine.runtime.runs.tasks_of("acme", key)
     found = {}
     for run in runs:
         child = parse_child_run_id(run.run_id)
         assert child is not None
         found[child.task_id] = run
     return found
+
+
+def task_statuses(engine: Engine, workflow: Flow) -> dict[str, str]:
+    found = engine.runtime.runs.find_many("acme", workflow.job_id, [workflow.run_id])
+    statuses = {task_id: run.status.value for task_id, run in task_runs(engine, workflow).items()}
+    run = found.get(workflow.run_id)
+    return {"(the run)": run.status.value if run else "not stored", **statuses}
 
 
 # --- delivering ---------------------------------------------------------------------------------------------
@@ -178,7 +201,7 @@ def settle(engine: Engine, workflow: Flow, rounds: int = 30) -> None:
     and the queue is quiet."""
     for _ in range(rounds):
         delivered = engine.drain()
-        if not delivered and stored(engine, workflow.run_id).status in TERMINAL:
+        if not delivered and ended(engine, workflow):
             # one more pass past every grace: whatever was left would show now
             engine.clock.advance(seconds=VISIBILITY + 61)
             engine.tick()
@@ -186,7 +209,7 @@ def settle(engine: Engine, workflow: Flow, rounds: int = 30) -> None:
                 return
         engine.clock.advance(seconds=VISIBILITY + 1)
         engine.tick()
-    raise AssertionError(f"the workflow run did not settle: {stored(engine, workflow.run_id).status}")
+    raise AssertionError(f"the workflow run did not settle: {task_statuses(engine, workflow)}")
 
 
 def until_killed(engine: Engine, worker: Worker | None = None, rounds: int = 10) -> WorkerDied:
@@ -327,14 +350,14 @@ def settle_racing(engine: Engine, workflow: Flow, rounds: int = 30) -> None:
     """As :func:`settle`, every delivery to two workers at once."""
     for _ in range(rounds):
         racing_drain(engine)
-        if stored(engine, workflow.run_id).status in TERMINAL:
+        if ended(engine, workflow):
             engine.clock.advance(seconds=VISIBILITY + 61)
             engine.tick()
             if not engine.pump().receive():
                 return
         engine.clock.advance(seconds=VISIBILITY + 1)
         engine.tick()
-    raise AssertionError(f"the workflow run did not settle: {stored(engine, workflow.run_id).status}")
+    raise AssertionError(f"the workflow run did not settle: {task_statuses(engine, workflow)}")
 
 
 def send_every_message_again(engine: Engine, workflow: Flow) -> None:
@@ -428,3 +451,184 @@ def test_a_worker_killed_after_a_tasks_call_has_its_attempt_taken_over_and_the_t
     # started once, the run ended once
     runs = assert_once_and_settled(engine, ledger, workflow, name, ALL_SUCCEEDED)
     assert [attempt.outcome for attempt in runs[task_id].attempts] == ["abandoned", "succeeded"]
+
+
+# --- (d) a worker killed between the fan-in and the children ------------------------------------------------
+@contextmanager
+def dying(
+    client: Any, operation: str, matches: Callable[[dict[str, Any]], bool], *, after: bool
+) -> Iterator[list[str]]:
+    """The process making the first call of ``operation`` that ``matches`` dies just before it, or just
+    after the service applied it (``after``); the list names the calls it died at."""
+    service = client.meta.service_model.service_id.hyphenize()
+    died: list[str] = []
+
+    def before(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        if died or not matches(params):
+            return
+        died.append(operation)
+        if not after:
+            raise WorkerDied(f"killed before {operation}")
+        context["die_after"] = True
+
+    def after_call(context: dict[str, Any], **_: Any) -> None:
+        if context.pop("die_after", False):
+            raise WorkerDied(f"killed after {operation}")
+
+    client.meta.events.register_first(f"before-parameter-build.{service}.{operation}", before)
+    # After every other handler of the call (the lock making moto's requests atomic is let go first)
+    client.meta.events.register_last(f"after-call.{service}", after_call)
+    try:
+        yield died
+    finally:
+        client.meta.events.unregister(f"before-parameter-build.{service}.{operation}", before)
+        client.meta.events.unregister(f"after-call.{service}", after_call)
+
+
+def recording_end_of(task_id: str) -> Callable[[dict[str, Any]], bool]:
+    def matches(params: dict[str, Any]) -> bool:
+        names = params.get("ExpressionAttributeNames", {})
+        return names.get("#end") == tables.TASK_END_PREFIX + task_id
+
+    return matches
+
+
+def creating(run_id: str) -> Callable[[dict[str, Any]], bool]:
+    def matches(params: dict[str, Any]) -> bool:
+        return params.get("Item", {}).get("run_id", {}).get("S") == run_id
+
+    return matches
+
+
+def creating_as(run_id: str, status: RunStatus) -> Callable[[dict[str, Any]], bool]:
+    def matches(params: dict[str, Any]) -> bool:
+        item = params.get("Item", {})
+        return bool(
+            item.get("run_id", {}).get("S") == run_id and item.get("status", {}).get("S") == status.value
+        )
+
+    return matches
+
+
+def sending(run_id: str) -> Callable[[dict[str, Any]], bool]:
+    def matches(params: dict[str, Any]) -> bool:
+        return any(f'"{run_id}"' in entry["MessageBody"] for entry in params.get("Entries", []))
+
+    return matches
+
+
+def test_a_worker_killed_after_recording_a_tasks_end_before_deciding_its_children(
+    engine: Engine, ledger: Ledger
+) -> None:
+    # Given a diamond whose extract's worker dies once the fan-in has recorded extract's end
+    workflow = diamond(engine, "after-fan-in")
+    with dying(engine.dynamodb, "UpdateItem", recording_end_of("extract"), after=True) as died:
+        until_killed(engine)
+    assert died == ["UpdateItem"]
+    assert engine.runtime.task_ends.read(stored(engine, workflow.run_id)) == {"extract": "succeeded"}
+    assert set(task_runs(engine, workflow)) == {"extract"}  # no child stored: nothing for the sweeper
+    # When extract's message comes back (its end found stored: a duplicate finishing what was left)
+    settle(engine, workflow)
+    # Then its children started once each, and the run ended once
+    assert_once_and_settled(engine, ledger, workflow, "after-fan-in", ALL_SUCCEEDED)
+
+
+@pytest.mark.parametrize("fault", ["created, not sent", "died creating the second"])
+def test_a_worker_killed_between_storing_a_tasks_children_and_sending_them(
+    engine: Engine, ledger: Ledger, fault: str
+) -> None:
+    # Given a diamond whose extract's worker dies before sending left's message (left stored PLANNED), or
+    # as it stores right (left stored and sent)
+    name = "unsent" if fault == "created, not sent" else "half-created"
+    workflow = diamond(engine, name)
+    left, right = workflow.task_run_id("left"), workflow.task_run_id("right")
+    if fault == "created, not sent":
+        killing = dying(engine.sqs, "SendMessageBatch", sending(left), after=False)
+    else:
+        killing = dying(engine.dynamodb, "PutItem", creating(right), after=False)
+    with killing as died:
+        until_killed(engine)
+    assert died
+    # When the sweeper finds what is PLANNED, and extract's message comes back
+    settle(engine, workflow)
+    # Then each child started once (sent maybe twice), and the run ended once
+    assert_once_and_settled(engine, ledger, workflow, name, ALL_SUCCEEDED)
+    assert right
+
+
+def test_a_fifty_wide_fan_ins_last_end_recorded_by_a_worker_killed_before_starting_the_child(
+    engine: Engine, ledger: Ledger
+) -> None:
+    # Given extract -> 50 parts -> load, and the worker recording the end that completes load's parents
+    # dying right after that write, before load is stored
+    workflow = fan_in(engine, "wide-killed")
+    recorded = {"count": 0}
+
+    def completing_the_fan_in(params: dict[str, Any]) -> bool:
+        if not str(params.get("ExpressionAttributeNames", {}).get("#end", "")).startswith(
+            tables.TASK_END_PREFIX + "part-"
+        ):
+            return False
+        recorded["count"] += 1
+        return recorded["count"] == 50
+
+    with dying(engine.dynamodb, "UpdateItem", completing_the_fan_in, after=True) as died:
+        until_killed(engine, rounds=40)
+    assert died
+    assert len(engine.runtime.task_ends.read(stored(engine, workflow.run_id))) == 51
+    assert "load" not in task_runs(engine, workflow)
+    # When the rest is delivered (the dead worker's batch again after its visibility timeout)
+    settle(engine, workflow)
+    # Then load started once, after all 50, and the run ended once
+    assert_once_and_settled(engine, ledger, workflow, "wide-killed", ALL_SUCCEEDED)
+
+
+# --- (e) a worker killed between the roots and the workflow run's start -------------------------------------
+def test_a_worker_killed_after_storing_the_roots_before_the_workflow_run_is_running(
+    engine: Engine, ledger: Ledger
+) -> None:
+    # Given a diamond whose fire's worker dies after storing the root, before writing the run RUNNING; its
+    # message hidden for the run queue's visibility timeout (minutes: longer than the sweeper's grace)
+    workflow = diamond(engine, "before-running")
+    long_hidden = engine.pump()
+    long_hidden.visibility_timeout = 900
+    with (
+        dying(engine.dynamodb, "PutItem", creating(workflow.run_id), after=False) as died,
+        pytest.raises(WorkerDied),
+    ):
+        long_hidden.once()
+    assert died
+    assert engine.runtime.runs.find_many("acme", workflow.job_id, [workflow.run_id]) == {}
+    extract = stored(engine, workflow.task_run_id("extract"))
+    assert extract.status is RunStatus.PLANNED
+    # When the sweeper sends the PLANNED root, its message comes back, and the rest is delivered
+    settle(engine, workflow, rounds=60)
+    # Then the root ran once, its children once, and the workflow run ended once, SUCCEEDED
+    assert_once_and_settled(engine, ledger, workflow, "before-running", ALL_SUCCEEDED)
+
+
+def test_a_triggered_workflow_run_whose_worker_died_before_running_ends_with_its_tasks(
+    engine: Engine, ledger: Ledger
+) -> None:
+    # Given a one-task workflow job triggered by hand (its run stored PLANNED), and the worker its message
+    # reaches dying after storing the root, before writing the run RUNNING
+    tasks = [{"id": "only", "target": engine.http("/triggered/only")}]
+    schedule = {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
+    job_id = engine.create(schedule=schedule, target={"type": "workflow", "tasks": tasks}).job.job_id
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    run = engine.runtime.service.trigger_job("acme", job_id, idempotency_key=None, now=engine.clock())
+    workflow = Flow(job_id, run.run_id, ("only",), run.scheduled_for)
+    long_hidden = engine.pump()
+    long_hidden.visibility_timeout = 900
+    with (
+        dying(engine.dynamodb, "PutItem", creating_as(run.run_id, RunStatus.RUNNING), after=False) as died,
+        pytest.raises(WorkerDied),
+    ):
+        long_hidden.once()
+    assert died
+    assert stored(engine, workflow.task_run_id("only")).status is RunStatus.PLANNED
+    # When the sweeper sends what it finds waiting (the root first: its grace is shorter), and the rest
+    # is delivered
+    settle(engine, workflow, rounds=60)
+    # Then the task ran once and the workflow run ended with it
+    assert_once_and_settled(engine, ledger, workflow, "triggered", ALL_SUCCEEDED)
