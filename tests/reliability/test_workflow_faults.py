@@ -488,14 +488,14 @@ def dying(
 def recording_end_of(task_id: str) -> Callable[[dict[str, Any]], bool]:
     def matches(params: dict[str, Any]) -> bool:
         names = params.get("ExpressionAttributeNames", {})
-        return names.get("#end") == tables.TASK_END_PREFIX + task_id
+        return bool(names.get("#end") == tables.TASK_END_PREFIX + task_id)
 
     return matches
 
 
 def creating(run_id: str) -> Callable[[dict[str, Any]], bool]:
     def matches(params: dict[str, Any]) -> bool:
-        return params.get("Item", {}).get("run_id", {}).get("S") == run_id
+        return bool(params.get("Item", {}).get("run_id", {}).get("S") == run_id)
 
     return matches
 
