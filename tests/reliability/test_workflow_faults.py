@@ -20,12 +20,14 @@ from typing import Any
 
 import pytest
 from tickwork import tables
+from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Job, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id, parse_child_run_id
 from tickwork.targets import TargetResult
 
+from bench._faults import SQS_SENDS, FaultInjector, FaultRule
 from tests.reliability.conftest import Engine
 from tests.support.engine import WorkerDied
 
@@ -632,3 +634,121 @@ def test_a_triggered_workflow_run_whose_worker_died_before_running_ends_with_its
     settle(engine, workflow, rounds=60)
     # Then the task ran once and the workflow run ended with it
     assert_once_and_settled(engine, ledger, workflow, "triggered", ALL_SUCCEEDED)
+
+
+# --- (f) sweepers racing ------------------------------------------------------------------------------------
+def second_sweeper(engine: Engine) -> Sweeper:
+    return Sweeper(
+        runs=engine.runtime.runs,
+        queue=engine.runtime.queue,
+        metrics=engine.metrics,
+        shards=engine.runtime.settings.attention_shards,
+    )
+
+
+def test_two_sweepers_and_a_worker_racing_on_planned_tasks_start_each_once(
+    engine: Engine, ledger: Ledger
+) -> None:
+    # Given a 50-wide fan-in whose extract ended while every send failed: its 50 children stored PLANNED,
+    # unsent
+    workflow = fan_in(engine, "swept")
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    assert engine.worker().handle(message(workflow.run_id)) == "workflow started"
+    faults = FaultInjector([FaultRule("sqs", SQS_SENDS, 1.0, ("throttle",))])
+    faults.install(engine.sqs)
+    engine.worker().handle(message(workflow.task_run_id("extract")))
+    faults.uninstall(engine.sqs)
+    parts = [task_id for task_id in workflow.tasks if task_id.startswith("part-")]
+    waiting = task_runs(engine, workflow)
+    assert {waiting[part].status for part in parts} == {RunStatus.PLANNED}
+    # When, past their grace, two sweepers sweep at once while workers start the first ten of them (their
+    # messages sent by an earlier sweep)
+    engine.clock.advance(seconds=31)
+    sweepers = (engine.runtime.sweeper, second_sweeper(engine))
+    now = engine.clock()
+    errors = at_once(
+        *(lambda sweeper=sweeper: sweeper.sweep(now) for sweeper in sweepers),
+        *(
+            lambda part=part: engine.worker(f"w-{part}").handle(message(workflow.task_run_id(part)))
+            for part in parts[:10]
+        ),
+    )
+    assert errors == [None] * len(errors)
+    # Then the parts were sent maybe twice (some three times), and started once each, as was load
+    settle(engine, workflow)
+    assert_once_and_settled(engine, ledger, workflow, "swept", ALL_SUCCEEDED)
+    assert engine.metrics.counts["RunsResent"] >= len(parts) - 10
+
+
+# --- (g) cancels racing the tasks ---------------------------------------------------------------------------
+def outcome_of_tasks(runs: dict[str, Run]) -> RunStatus:
+    """The status a workflow run ends with, from its tasks' ends."""
+    statuses = {run.status for run in runs.values()}
+    if statuses & {RunStatus.FAILED, RunStatus.DEAD, RunStatus.ABANDONED}:
+        return RunStatus.FAILED
+    return RunStatus.CANCELLED if RunStatus.CANCELLED in statuses else RunStatus.SUCCEEDED
+
+
+def started_by_hand(engine: Engine, workflow: Flow) -> None:
+    """The workflow run started by a worker; the messages it sent (its roots') are delivered by the test."""
+    assert engine.worker().handle(message(workflow.run_id)) == "workflow started"
+
+
+@pytest.mark.parametrize("racing", ["the children's starts", "their parent's end"])
+def test_fail_fasts_cancel_racing_the_childrens_starts_starts_none_twice_and_ends_the_run_failed(
+    engine: Engine, ledger: Ledger, racing: str
+) -> None:
+    # Given a -> c0..c19 and a root `broken` whose target answers 404, under fail_fast
+    name = "ff-starts" if racing == "the children's starts" else "ff-parent"
+    engine.receiver.script[f"/{name}/broken"] = [404]
+    children = [f"c{index}" for index in range(20)]
+    workflow = flow(engine, name, {"a": [], "broken": [], **{child: ["a"] for child in children}})
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    started_by_hand(engine, workflow)
+
+    def handle(task_id: str) -> Callable[[], Any]:
+        return lambda: engine.worker(f"w-{task_id}").handle(message(workflow.task_run_id(task_id)))
+
+    if racing == "the children's starts":
+        # When a has ended (its children stored and sent), broken's failure races their twenty starts
+        handle("a")()
+        errors = at_once(handle("broken"), *map(handle, children))
+    else:
+        # When a's end (storing and sending its children) races broken's failure
+        errors = at_once(handle("a"), handle("broken"))
+    assert errors == [None] * len(errors)
+    settle(engine, workflow)
+    # Then no child started twice, each one ran or was cancelled, and the run ended FAILED once
+    runs = assert_once_and_settled(engine, ledger, workflow, name, RunStatus.FAILED)
+    assert {runs[child].status for child in children} <= {RunStatus.SUCCEEDED, RunStatus.CANCELLED}
+    assert runs["broken"].status is RunStatus.FAILED
+
+
+def test_a_cancel_of_the_workflow_run_racing_its_tasks_ends_leaves_nothing_hanging(engine: Engine) -> None:
+    from tests.integration.test_pools_engine import pools_of
+
+    pools = pools_of(engine)
+    engine.sqs.purge_queue(QueueUrl=engine.queue_url)
+    for round_ in range(6):
+        # Given a diamond whose extract has ended (left and right sent)
+        name = f"cancel-{round_}"
+        workflow = diamond(engine, name)
+        ledger = Ledger()
+        with ledger.installed(engine.dynamodb):
+            race_a_cancel(engine, pools, workflow)
+        # Then nothing started twice, nothing hangs, and the run ended once, as its tasks say
+        runs = task_runs(engine, workflow)
+        assert_once_and_settled(engine, ledger, workflow, name, outcome_of_tasks(runs))
+
+
+def race_a_cancel(engine: Engine, pools: Any, workflow: Flow) -> None:
+    started_by_hand(engine, workflow)
+    engine.worker().handle(message(workflow.task_run_id("extract")))
+
+    def handle(task_id: str) -> Callable[[], Any]:
+        return lambda: engine.worker(f"w-{task_id}").handle(message(workflow.task_run_id(task_id)))
+
+    # When a cancel of the workflow run races left's and right's ends
+    errors = at_once(lambda: pools.cancel("acme", workflow.run_id), handle("left"), handle("right"))
+    assert all(error is None or "ended" in str(error) for error in errors), errors
+    settle(engine, workflow)
