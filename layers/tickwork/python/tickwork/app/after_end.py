@@ -267,7 +267,10 @@ class AfterEnd:
         """Every task ended: the workflow run ends, FAILED if a task failed, CANCELLED if one was cancelled,
         else SUCCEEDED, then what follows its own end (its job's completion, a queued fire's hand-on). Run
         again by a repeated end, it finds the run ended and carries its end on once more, harmlessly."""
-        running = self.lifecycle.runs.get(definition.tenant_id, run_id)
+        found = self.lifecycle.runs.find_many(definition.tenant_id, definition.job_id, [run_id])
+        running = found.get(run_id)
+        if running is None:
+            return  # not stored yet (its worker died before its start's write): its start ends it
         if running.status in TERMINAL:
             self(Ended(definition, running, hand_on=True))
             return
@@ -286,6 +289,18 @@ class AfterEnd:
             self.metrics.count("WorkflowRunsEnded")
             log_end(final)
             self(Ended(definition, final, hand_on=True))
+
+    def workflow_started(self, job: Job, started: Run) -> None:
+        """A workflow run was just written RUNNING: if every task ended before (a worker died between storing
+        the roots and the run's start, and the sweeper sent them), no task's end will end it, so it ends now.
+        The start's write comes before this read, a task's end in the fan-in before its read of the run:
+        one of the two sees the other, and the run's conditional end happens once."""
+        workflow = job.workflow
+        if workflow is None or self.task_ends is None:
+            return
+        outcomes = self.task_ends.read(started)
+        if len(outcomes) == len(workflow.tasks):
+            self.end_workflow(job, started.run_id, outcomes)
 
     def continue_chain(self, ended: Ended) -> None:
         """Backfill: once this fire's attempt has ended, send the chain's next fire (paced)."""
