@@ -258,6 +258,18 @@ def test_fail_fast_cancels_what_has_not_started_once_a_task_failed() -> None:
     assert to_cancel(tasks, states, "continue") == frozenset()
 
 
+def test_fail_fast_leaves_the_clean_up_and_alert_steps_to_their_rules() -> None:
+    tasks = (
+        *DIAMOND,
+        task("alert", "transform_a", rule="one_failed"),
+        task("cleanup", "load", rule="all_done"),
+        task("either", "transform_a", "transform_b", rule="one_success"),
+    )
+    states = {"extract": S, "transform_a": F, "transform_b": RunStatus.RUNNING}
+
+    assert to_cancel(tasks, states, "fail_fast") == {"load", "either"}
+
+
 def test_fail_fast_cancels_nothing_while_no_task_failed() -> None:
     states = {"extract": S, "transform_a": K, "transform_b": RunStatus.RUNNING, "load": None}
 

@@ -45,6 +45,7 @@ from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.domain.workflow import (
     TaskEnds,
     TaskOutcome,
+    cancelled_by_failure,
     child_run_id,
     decided_children,
     outcome_of,
@@ -206,7 +207,7 @@ class AfterEnd:
         ends = self.task_ends.record(workflow_run, child.task_id, outcome)
         tasks = workflow.tasks
         if outcome == "failed" and workflow.failure_mode == "fail_fast":
-            self.cancel_the_rest(ended.job, workflow, workflow_run, ends.outcomes)
+            self.cancel_the_rest(ended.job, workflow, workflow_run, ends.outcomes, handlers_too=False)
             ends = TaskEnds(self.task_ends.read(workflow_run), recorded=ends.recorded)
         if len(ends.outcomes) == len(tasks):
             # The workflow run's own end is its job's: read as it stands now.
@@ -235,13 +236,25 @@ class AfterEnd:
                 self.queue.send([Dispatch(message, now)], now)
 
     def cancel_the_rest(
-        self, job: Job, workflow: WorkflowTarget, workflow_run: Run, ended: Mapping[str, TaskOutcome]
+        self,
+        job: Job,
+        workflow: WorkflowTarget,
+        workflow_run: Run,
+        ended: Mapping[str, TaskOutcome],
+        *,
+        handlers_too: bool,
     ) -> None:
-        """``fail_fast``: a task failed, so every task not started is cancelled (those running finish): one
-        with no run yet is stored CANCELLED, one waiting for its message or its next attempt ends CANCELLED;
-        each end is then carried on like any task's, which ends the workflow run with its last task."""
+        """Every task not started is cancelled (those running finish): one with no run yet is stored
+        CANCELLED, one waiting for its message or its next attempt ends CANCELLED; each end is then carried
+        on like any task's, which ends the workflow run with its last task. ``fail_fast`` (a task failed)
+        leaves the clean-up and alert steps to their rules (``handlers_too`` False); a cancel of the run
+        cancels them too."""
         now = self.clock()
-        waiting = [task.id for task in workflow.tasks if task.id not in ended]
+        waiting = [
+            task.id
+            for task in workflow.tasks
+            if task.id not in ended and (handlers_too or cancelled_by_failure(task))
+        ]
         ids = [child_run_id(workflow_run.run_id, task_id) for task_id in waiting]
         stored = self.lifecycle.runs.find_many(workflow_run.tenant_id, workflow_run.job_id, ids)
         cancelled: list[Run] = []
@@ -255,7 +268,9 @@ class AfterEnd:
                 )
                 if written.ok:
                     cancelled.append(run)
-            elif found.status in NOT_STARTED_RUN_STATUSES:
+                    continue
+                found = written.current  # stored meanwhile (a parent's end started it): cancelled if waiting
+            if found is not None and found.status in NOT_STARTED_RUN_STATUSES:
                 ended_now = self.lifecycle.cancel_waiting(found, now)
                 if ended_now is not None:
                     cancelled.append(ended_now)

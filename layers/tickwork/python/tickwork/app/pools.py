@@ -274,7 +274,7 @@ class PoolService:
         task_ends = self.after_end.task_ends
         if job is None or workflow is None or task_ends is None:
             raise InvalidState("the workflow run's job is gone", field="run_id")
-        self.after_end.cancel_the_rest(job, workflow, run, task_ends.read(run))
+        self.after_end.cancel_the_rest(job, workflow, run, task_ends.read(run), handlers_too=True)
         return self.runs.get(run.tenant_id, run.run_id)
 
     # --- helpers --------------------------------------------------------------------------------------------

@@ -266,10 +266,7 @@ class Worker:
                     # Its tasks take their own places under the tenant's limits: the run gives its back.
                     self.claims.give_back(job, taken)
                     started = self.workflows.start(job, verdict, claimed, now)
-                    if started is None:
-                        return "contended: the run changed"
-                    self.after_end.workflow_started(job, started)
-                    return "workflow started"
+                    return "workflow started" if started else "contended: the run changed"
                 if isinstance(claimed, Lease) and pool_target_of(job) is not None:
                     handed = self.claims.hand_to_pool(job, verdict, claimed, now)
                     return "handed to its pool" if handed else "contended: the run changed"
@@ -289,9 +286,7 @@ class Worker:
                 stored = records.get(message.run_id)
             elif workflow_of(job) is not None:
                 self.claims.give_back(job, taken)
-                started = self.workflows.start(job, verdict, None, now)
-                if started is not None:
-                    self.after_end.workflow_started(job, started)
+                if self.workflows.start(job, verdict, None, now) is not None:
                     return "workflow started"
                 records = self._records(job, lane, message.run_id, before)
                 stored = records.get(message.run_id)

@@ -89,6 +89,8 @@ class WorkflowStarts:
             stored = skipped if written.ok else written.current
             if stored is not None and stored.status is RunStatus.SKIPPED:
                 self.after_end(Ended(job, stored))
+        # Every task may have ended before this write (sent by the sweeper while the start was cut short).
+        self.after_end.workflow_started(job, started)
         return started
 
     def _reset_earlier_goes(

@@ -186,16 +186,30 @@ def decided_children(
     return decided
 
 
+HANDLER_RULES: frozenset[TriggerRule] = frozenset({"all_done", "one_failed"})
+"""The rules of clean-up and alert steps: ``fail_fast`` leaves them to their rules, for them to run on the
+failure that stopped the rest."""
+
+
+def cancelled_by_failure(task: WorkflowTask) -> bool:
+    """Whether ``fail_fast`` cancels this task when it has not started: every task but the handlers
+    (:data:`HANDLER_RULES`), which run (or are skipped) by their rules as under ``continue``."""
+    return task.trigger_rule not in HANDLER_RULES
+
+
 def to_cancel(tasks: Sequence[WorkflowTask], states: TaskStates, failure_mode: FailureMode) -> frozenset[str]:
     """The tasks a workflow run cancels now. Under ``fail_fast``, once a task failed, every task not started
-    (no child run yet, or one waiting for its next attempt) is cancelled; those running finish. Under
-    ``continue`` nothing is: whatever can still run runs, and a task whose rule can no longer be met is
-    skipped (:func:`decide`)."""
+    (no child run yet, or one waiting for its next attempt) is cancelled, but for the clean-up and alert
+    steps (``all_done``, ``one_failed``), left to their rules; those running finish. Under ``continue``
+    nothing is: whatever can still run runs, and a task whose rule can no longer be met is skipped
+    (:func:`decide`)."""
     if failure_mode == "continue":
         return frozenset()
     if not any(outcome_of(states.get(task.id)) == "failed" for task in tasks):
         return frozenset()
-    return frozenset(task.id for task in tasks if _not_started(states.get(task.id)))
+    return frozenset(
+        task.id for task in tasks if _not_started(states.get(task.id)) and cancelled_by_failure(task)
+    )
 
 
 def _not_started(status: RunStatus | None) -> bool:
