@@ -157,3 +157,52 @@ def test_a_pool_task_is_claimed_heartbeaten_and_completed_through_the_api(
     assert run["status"] == "SUCCEEDED"
     [publish] = wait_for(lambda: receiver.for_path("/e2e-wf-pool/publish"), timeout=ARRIVAL_SECONDS)
     assert publish.json()["parents"] == {"crunch": {"sum": 10}}
+
+
+def test_a_failed_workflow_run_retried_through_the_api_runs_again_only_its_failed_subtree(
+    local: Local, receiver: Receiver
+) -> None:
+    # Given extract -> (transform_a, transform_b) -> load, transform_b failing once (a permanent 404)
+    receiver.script["/e2e-retry/transform_b"] = [404, 200]
+    receiver.replies["/e2e-retry/extract"] = Reply(200, body=json.dumps({"rows": 3}).encode())
+    hook = {"type": "http", "timeout_seconds": 10}
+
+    def task(task_id: str, *parents: str) -> dict[str, Any]:
+        url = receiver.url(f"/e2e-retry/{task_id}")
+        return {"id": task_id, "target": {**hook, "url": url}, "depends_on": list(parents)}
+
+    tasks = [
+        task("extract"),
+        task("transform_a", "extract"),
+        task("transform_b", "extract"),
+        task("load", "transform_a", "transform_b"),
+    ]
+    _, run_id = create_workflow(local, "e2e-retry", tasks)
+    failed = finished_run(local, run_id)
+    assert failed["status"] == "FAILED"
+    shown = {task["task_id"]: task["status"] for task in failed["tasks"]}
+    assert shown == {
+        "extract": "SUCCEEDED",
+        "transform_a": "SUCCEEDED",
+        "transform_b": "FAILED",
+        "load": "CANCELLED",
+    }
+
+    # A task's run alone is refused, naming its workflow run
+    task_path = "/v1/runs/" + urllib.parse.quote(f"{run_id}/transform_b", safe=":")
+    status, refused = local.call("POST", task_path + "/retry")
+    assert status == 409 and run_id in refused["error"]["message"], refused
+
+    # When the workflow run is retried
+    status, reopened = local.call("POST", f"/v1/runs/{run_id}/retry")
+    assert status == 202, reopened
+    assert reopened["manual_retries"] == 1
+
+    # Then it succeeds, transform_b and load ran again, extract and transform_a did not
+    run = finished_run(local, run_id)
+    assert run["status"] == "SUCCEEDED", run
+    assert {task["task_id"]: task["status"] for task in run["tasks"]} == dict.fromkeys(shown, "SUCCEEDED")
+    called = {name: len(receiver.for_path(f"/e2e-retry/{name}")) for name in shown}
+    assert called == {"extract": 1, "transform_a": 1, "transform_b": 2, "load": 1}
+    again = receiver.for_path("/e2e-retry/transform_b")[-1].json()
+    assert again["run_id"] == f"{run_id}/transform_b" and again["parents"] == {"extract": {"rows": 3}}
