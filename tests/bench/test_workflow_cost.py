@@ -1,6 +1,7 @@
 """The workflow cost workload runs at a tiny size and counts what it says: every task run once, every request
-of the metered worker attributed to the code that made it, the price spread over the task runs; and the
-tables in docs/cost.md are the ones the saved figures give."""
+of the metered worker attributed to the code that made it, the price spread over the task runs, a fleet's task
+messages sharing the mapping's batches and priced as a plain fleet is; and the tables in docs/cost.md are the
+ones the saved figures give."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import pytest
 
 from bench import workflow_cost
 from bench._cost_workload import measure
-from bench.cost import DOC, WRU_PRICE, Model, total
+from bench.cost import (
+    DEPLOYMENT_RUNS_PER_S,
+    DOC,
+    WRU_PRICE,
+    Model,
+    indexer_function,
+    records_per_invocation,
+    total,
+)
 
 WIDTH = 3
 
@@ -20,6 +29,13 @@ WIDTH = 3
 def fan_in() -> dict[str, Any]:
     """One metered workflow run of split -> 3 parts -> merge, a run every minute."""
     shape = workflow_cost.WorkflowShape(60, 1, 0, worker_seconds=60, dag="fan-in", width=WIDTH)
+    return measure(shape, workload_type=workflow_cost.WorkflowWorkload, site_of=workflow_cost.site_of)
+
+
+@pytest.fixture(scope="module")
+def fan_in_fleet() -> dict[str, Any]:
+    """Two jobs of split -> 3 parts -> merge, each every minute, firing in the same second."""
+    shape = workflow_cost.WorkflowShape(60, 2, 0, worker_seconds=60, dag="fan-in", width=WIDTH)
     return measure(shape, workload_type=workflow_cost.WorkflowWorkload, site_of=workflow_cost.site_of)
 
 
@@ -33,6 +49,50 @@ def test_a_metered_workflow_run_runs_each_task_once(fan_in: dict[str, Any]) -> N
     # the workflow run's invocation, split's, the parts' (one batch), merge's
     assert fan_in["worker"]["count"] == 4
     assert fan_in["esm"] == {"sqs.ReceiveMessage": 4, "sqs.DeleteMessageBatch": 4}
+
+
+def test_a_fleets_task_messages_share_the_mappings_batches(
+    fan_in: dict[str, Any], fan_in_fleet: dict[str, Any]
+) -> None:
+    # Both workflow runs, each task of each once, SUCCEEDED at their first attempt (the workload's check)
+    assert fan_in_fleet["jobs"] == 2
+    assert fan_in_fleet["workflow_runs"] == 2
+    assert fan_in_fleet["task_runs"] == 2 * (WIDTH + 2)
+    assert fan_in_fleet["runs"] == 2 * (1 + WIDTH + 2)
+    # The two workflow runs' messages, the two splits', the six parts', the two merges': one batch each,
+    # as many invocations as the lone workflow's for twice its messages
+    assert fan_in_fleet["worker"]["count"] == fan_in["worker"]["count"] == 4
+    assert fan_in_fleet["esm"] == {"sqs.ReceiveMessage": 4, "sqs.DeleteMessageBatch": 4}
+
+
+def test_a_fleet_is_priced_as_a_plain_fleet(fan_in: dict[str, Any], fan_in_fleet: dict[str, Any]) -> None:
+    fleet, lone = workflow_cost.per_task_shape(fan_in_fleet), workflow_cost.per_task_shape(fan_in)
+    # The indexer: a fleet's batches of stream records are the deployment's (ten runs a second, a task run
+    # counted as a run, in the 2 s window), as for the plain fleet; a lone job's as measured
+    records = fan_in_fleet["indexer"]["records"] / fan_in_fleet["task_runs"]
+    assert records_per_invocation(fleet) == pytest.approx(DEPLOYMENT_RUNS_PER_S * records * 2.0)
+    assert records_per_invocation(lone) == fan_in["indexer"]["records"] / fan_in["indexer"]["count"]
+    indexer = indexer_function(fleet)
+    assert indexer is not None
+    assert indexer["count"] == pytest.approx(
+        fan_in_fleet["indexer"]["records"] / records_per_invocation(fleet)
+    )
+    # Set against the plain run of its own kind
+    assert workflow_cost.plain_of(fan_in_fleet) == "60s fleet"
+    assert workflow_cost.plain_of(fan_in) == "60s lone"
+
+
+def test_the_saved_fleets_are_set_against_the_plain_fleet() -> None:
+    figures = json.loads(workflow_cost.FIGURES.read_text())
+    fleets = {name: w for name, w in figures["workflows"].items() if workflow_cost.is_fleet(w)}
+    assert {w["dag"] for w in fleets.values()} == {"diamond", "fan-in"}
+    plain = sum(workflow_cost.plain_dollars(figures, "60s fleet").values())
+    for name in fleets:
+        per_task = sum(workflow_cost.task_dollars(figures, name).values())
+        assert workflow_cost.ratio_of(figures, name) == pytest.approx(per_task / plain)
+        # a fleet's task messages came ten to a batch about as often as the plain fleet's runs
+        workflow = fleets[name]
+        assert workflow["runs"] / workflow["worker"]["count"] > 5
 
 
 def test_every_request_of_the_metered_worker_is_attributed_to_its_code(fan_in: dict[str, Any]) -> None:
