@@ -26,6 +26,7 @@ SECTIONS = (
     "bench.lag",
     "bench.cost",
     "bench.pool_cost",
+    "bench.workflow_cost",
     "bench.history",
     "bench.local_creates",
     "bench.planner_scale",

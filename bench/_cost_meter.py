@@ -24,6 +24,7 @@ import math
 import re
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -162,9 +163,13 @@ class Meter:
     """Hooks into the given clients' event systems. ``peek`` is an unmetered DynamoDB client on the same
     backend, used to see items before and after each write."""
 
-    def __init__(self, peek: Any):
+    def __init__(self, peek: Any, site_of: Callable[[], str | None] | None = None):
         self.peek = peek
         self.tally = Tally()
+        self.site_of = site_of
+        """Names the code that makes a request (called on the calling thread before it goes out): each
+        request's count and units are then also added up per site in ``by_site``."""
+        self.by_site: dict[str, Tally] = defaultdict(Tally)
         self.per_thread: dict[int, Counter[str]] = defaultdict(Counter)
         """Requests per service made on each thread: a worker handles a batch's jobs side by side, and what
         is billed is the longest thread's round trips, not all of them."""
@@ -182,15 +187,18 @@ class Meter:
         if model.service_model.service_name == "dynamodb":
             for table, key, kind in written_keys(model.name, params):
                 snapshots.append((table, key, self._get(table, key), kind))
-        self._pending.calls = [*getattr(self._pending, "calls", []), (model.name, params, snapshots)]
+        site = self.site_of() if self.site_of is not None else None
+        self._pending.calls = [*getattr(self._pending, "calls", []), (model.name, params, snapshots, site)]
 
     def _after(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         calls = getattr(self._pending, "calls", [])
-        operation, params, snapshots = calls.pop() if calls else (model.name, {}, [])
+        operation, params, snapshots, site = calls.pop() if calls else (model.name, {}, [], None)
         service = model.service_model.service_name
         name = f"{service}.{operation}"
+        tallies = [self.tally] if site is None else [self.tally, self.by_site[site]]
         with self._lock:
-            self.tally.requests[name] += 1
+            for tally in tallies:
+                tally.requests[name] += 1
             self.per_thread[threading.get_ident()][service] += 1
         if service != "dynamodb":
             return
@@ -201,16 +209,19 @@ class Meter:
             size = max(item_size(old), item_size(new)) if kind != "check" else item_size(old)
             units = write_units(size) * (2 if transact else 1)
             with self._lock:
-                self.tally.wru[name] += units
+                for tally in tallies:
+                    tally.wru[name] += units
                 if new:
                     self.tally.item_bytes[table] = max(self.tally.item_bytes[table], item_size(new))
                 if not failed:
                     for cost in index_write_units(table, old, new).values():
-                        self.tally.index_wru[name] += cost * (2 if transact else 1)
+                        for tally in tallies:
+                            tally.index_wru[name] += cost * (2 if transact else 1)
         reads = _read_units(self.peek, operation, params, parsed)
         if reads:
             with self._lock:
-                self.tally.rru[name] += reads
+                for tally in tallies:
+                    tally.rru[name] += reads
 
     def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
         response = self.peek.get_item(TableName=table, Key=key, ConsistentRead=True)

@@ -358,15 +358,15 @@ class Workload:
                         "every_seconds": self.shape.period,
                         "start_at": START.isoformat(),
                     },
-                    "target": {
-                        "type": "http",
-                        "url": self.receiver.url(f"/job-{index}"),
-                        "timeout_seconds": 10,
-                    },
+                    "target": self.target(index),
                     "payload": PAYLOAD,
                 }
             )
             self.job_ids.append(self.runtime.service.create_job(self._tenant, spec, self.clock()).job.job_id)
+
+    def target(self, index: int) -> dict[str, Any]:
+        """The target of the shape's ``index``-th job: a webhook of the loopback receiver."""
+        return {"type": "http", "url": self.receiver.url(f"/job-{index}"), "timeout_seconds": 10}
 
     def run(self) -> None:
         from tickwork.adapters.run_index import DynamoRunIndex
@@ -395,9 +395,9 @@ class Workload:
             self.clock.now = START - timedelta(seconds=1) + TICK_PHASE
             tick_at = START + TICK_PHASE
             while True:
-                now = self.clock()
-                self._drain(now, worker_handler.lambda_handler, measured=now >= WORKER_START)
-                self._feed_index(now, indexer_handler.lambda_handler)
+                now = self._settle(
+                    self.clock(), worker_handler.lambda_handler, indexer_handler.lambda_handler
+                )
                 arrival = self._next_arrival(now)
                 events = [at for at in (arrival, tick_at if tick_at < WINDOW_END else None) if at is not None]
                 if not events or min(events) >= DRAIN_END:
@@ -410,6 +410,13 @@ class Workload:
             if self._pending:
                 self._index(indexer_handler.lambda_handler)
             self._read_page()
+
+    def _settle(self, now: datetime, worker: Any, indexer: Any) -> datetime:
+        """What happens at ``now``: the messages visible then to the worker, the records written by then to
+        the indexer's batches; returns the time it leaves off at."""
+        self._drain(now, worker, measured=now >= WORKER_START)
+        self._feed_index(now, indexer)
+        return now
 
     # --- the indexer ----------------------------------------------------------------------------------------
     def _in_worker_window(self, at: datetime) -> bool:
@@ -791,8 +798,15 @@ def _batch_threads_timed(workload: Workload) -> Iterator[None]:
         yield
 
 
-def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run one shape; the figures of its window."""
+def measure(
+    shape: Shape,
+    *,
+    progress: Callable[[str], None] | None = None,
+    workload_type: type[Workload] = Workload,
+    site_of: Callable[[], str | None] | None = None,
+) -> dict[str, Any]:
+    """Run one shape; the figures of its window. ``workload_type``: a :class:`Workload` of other jobs
+    (``bench.workflow_cost``'s); ``site_of``: the meter's namer of the code making each request."""
     import boto3
     from tickwork.observability import PowertoolsMetricSink, metrics
     from tickwork_local.harness import Receiver, sqs_follows
@@ -825,12 +839,12 @@ def measure(shape: Shape, *, progress: Callable[[str], None] | None = None) -> d
         runtime.planner.sleep = clock.sleep
         metrics.clear_metrics()
         peek = boto3.client("dynamodb")
-        workload = Workload(
+        workload = workload_type(
             shape=shape,
             runtime=runtime,
             clock=clock,
             receiver=receiver,
-            meter=Meter(peek),
+            meter=Meter(peek, site_of),
             aws=AwsClock(),
             esm=boto3.client("sqs"),
             peek=peek,
