@@ -104,18 +104,19 @@ def test_every_request_of_the_metered_worker_is_attributed_to_its_code(fan_in: d
     def requests(site: str) -> int:
         return int(total(sites[site], "requests"))
 
-    # each task's end recorded once in the fan-in; its run claimed once and ended once
+    # each task's end recorded once in the fan-in; its run claimed once (its first write) and ended once
     assert requests("fan-in: the task's end recorded") == tasks
-    assert requests("the task's run claimed (RUNNING)") == tasks
+    assert requests("the task's run claimed (its first write: RUNNING)") == tasks
     assert requests("the task's run ended (its attempt written)") == tasks
-    # the root stored and sent at the start, every other task by the end that settles it
-    assert requests("start: a root task's run stored PLANNED") == 1
-    assert requests("start: a root task's message sent") == 1
-    assert requests("a child's run stored PLANNED") == tasks - 1
-    assert requests("a child's message sent") == tasks - 1
-    # the workflow run itself: its lease, its start, and at its last task's end one read of it and one write
+    # no task's run is stored before its claim: the root sent at the start, split's three parts in one
+    # request, merge by the one part's end that completes its parents (the others send nothing)
+    assert requests("start: the roots' messages sent") == 1
+    assert requests("the children's messages sent") == 2
+    # the workflow run itself: its lease, its start (then one read of its ends), and at its last task's end
+    # one read of it and one write
     assert requests("the workflow run's lane lease") == 1
     assert requests("start: the workflow run written RUNNING") == 1
+    assert requests("start: the ends read once RUNNING") == 1
     assert requests("end: the workflow run read") == 1
     assert requests("end: the workflow run's end written") == 1
     # each part reads split's run, merge reads the three parts'

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from tickwork.app.ports import Expect
 from tickwork.domain.models import Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id
 from tickwork.errors import InvalidState
@@ -39,7 +40,7 @@ def diamond(engine: Engine, *, transform_b_path: str = "/transform_b", rule: str
 
 
 def start(engine: Engine, job_id: str) -> Run:
-    """The workflow run, and its root task stored and sent, as the workflow run's start does."""
+    """The workflow run stored RUNNING and its root task sent, as the workflow run's start does."""
     at = engine.clock()
     workflow_run = Run(
         run_id=scheduled_run_id(job_id, at),
@@ -48,10 +49,13 @@ def start(engine: Engine, job_id: str) -> Run:
         scheduled_for=at,
         status=RunStatus.RUNNING,
         created_at=at,
+        started_at=at,
+        attempt=1,
+        workflow=True,
     )
-    root, written = engine.runtime.worker().lifecycle.plan_task(workflow_run, "extract", at)
-    assert written.ok
-    engine.runtime.queue.send_later(RunMessage(tenant_id="acme", run_id=root.run_id), 0)
+    assert engine.runtime.runs.put(workflow_run, Expect.new()).ok
+    root = child_run_id(workflow_run.run_id, "extract")
+    engine.runtime.queue.send_later(RunMessage(tenant_id="acme", run_id=root, go=0), 0)
     return workflow_run
 
 

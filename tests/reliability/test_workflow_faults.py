@@ -1,6 +1,6 @@
 """Workflow runs under faults (moto, the real worker and sweeper, a loopback receiver, a fake clock): messages
 delivered twice (to two workers at once, or after the first delivery's end), workers killed between writes,
-sweepers racing each other and the workers, and cancels racing the tasks.
+repeats racing each other and a sweeper over what was left unsent, and cancels racing the tasks.
 
 Whatever the interleaving, once the queue is quiet: each task's target was called once per attempt of its run
 (the receiver counts the calls by Idempotency-Key and attempt), each task's run was created once and ended
@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 from tickwork import tables
-from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Job, Run, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.workflow import child_run_id, parse_child_run_id
+from tickwork.errors import TaskMessagesUnsent
 from tickwork.targets import TargetResult
 
 from bench._faults import SQS_SENDS, FaultInjector, FaultRule
@@ -528,34 +528,33 @@ def test_a_worker_killed_after_recording_a_tasks_end_before_deciding_its_childre
         until_killed(engine)
     assert died == ["UpdateItem"]
     assert engine.runtime.task_ends.read(stored(engine, workflow.run_id)) == {"extract": "succeeded"}
-    assert set(task_runs(engine, workflow)) == {"extract"}  # no child stored: nothing for the sweeper
+    assert set(task_runs(engine, workflow)) == {"extract"}  # no child stored, none sent
     # When extract's message comes back (its end found stored: a duplicate finishing what was left)
     settle(engine, workflow)
     # Then its children started once each, and the run ended once
     assert_once_and_settled(engine, ledger, workflow, "after-fan-in", ALL_SUCCEEDED)
 
 
-@pytest.mark.parametrize("fault", ["created, not sent", "died creating the second"])
-def test_a_worker_killed_between_storing_a_tasks_children_and_sending_them(
+@pytest.mark.parametrize("fault", ["before sending them", "after sending them, as one of them is claimed"])
+def test_a_worker_killed_between_recording_a_tasks_end_and_its_children_starting(
     engine: Engine, ledger: Ledger, fault: str
 ) -> None:
-    # Given a diamond whose extract's worker dies before sending left's message (left stored PLANNED), or
-    # as it stores right (left stored and sent)
-    name = "unsent" if fault == "created, not sent" else "half-created"
+    # Given a diamond whose extract's worker dies as it sends its children's messages (none sent, none stored:
+    # a task's run is first written by its claim), or whose worker dies as it claims right (both sent)
+    name = "unsent" if fault == "before sending them" else "claim-killed"
     workflow = diamond(engine, name)
     left, right = workflow.task_run_id("left"), workflow.task_run_id("right")
-    if fault == "created, not sent":
+    if fault == "before sending them":
         killing = dying(engine.sqs, "SendMessageBatch", sending(left), after=False)
     else:
         killing = dying(engine.dynamodb, "PutItem", creating(right), after=False)
     with killing as died:
         until_killed(engine)
     assert died
-    # When the sweeper finds what is PLANNED, and extract's message comes back
+    # When the dead worker's message comes back (extract's, a repeat that sends what has no run; or right's)
     settle(engine, workflow)
     # Then each child started once (sent maybe twice), and the run ended once
     assert_once_and_settled(engine, ledger, workflow, name, ALL_SUCCEEDED)
-    assert right
 
 
 def test_a_fifty_wide_fan_ins_last_end_recorded_by_a_worker_killed_before_starting_the_child(
@@ -585,35 +584,35 @@ def test_a_fifty_wide_fan_ins_last_end_recorded_by_a_worker_killed_before_starti
     assert_once_and_settled(engine, ledger, workflow, "wide-killed", ALL_SUCCEEDED)
 
 
-# --- (e) a worker killed between the roots and the workflow run's start -------------------------------------
-def test_a_worker_killed_after_storing_the_roots_before_the_workflow_run_is_running(
-    engine: Engine, ledger: Ledger
-) -> None:
-    # Given a diamond whose fire's worker dies after storing the root, before writing the run RUNNING; its
-    # message hidden for the run queue's visibility timeout (minutes: longer than the sweeper's grace)
-    workflow = diamond(engine, "before-running")
+# --- (e) a worker killed around the workflow run's start ----------------------------------------------------
+@pytest.mark.parametrize("fault", ["before its RUNNING write", "after it, before the roots are sent"])
+def test_a_worker_killed_around_the_workflow_runs_start(engine: Engine, ledger: Ledger, fault: str) -> None:
+    # Given a diamond whose fire's worker dies before writing the run RUNNING (nothing stored), or after it,
+    # before sending the root; its message hidden for the run queue's visibility timeout (minutes)
+    name = "before-running" if fault.startswith("before") else "before-sending"
+    workflow = diamond(engine, name)
     long_hidden = engine.pump()
     long_hidden.visibility_timeout = 900
-    with (
-        dying(engine.dynamodb, "PutItem", creating(workflow.run_id), after=False) as died,
-        pytest.raises(WorkerDied),
-    ):
+    if fault.startswith("before"):
+        killing = dying(engine.dynamodb, "PutItem", creating(workflow.run_id), after=False)
+    else:
+        killing = dying(engine.sqs, "SendMessageBatch", sending(workflow.task_run_id("extract")), after=False)
+    with killing as died, pytest.raises(WorkerDied):
         long_hidden.once()
     assert died
-    assert engine.runtime.runs.find_many("acme", workflow.job_id, [workflow.run_id]) == {}
-    extract = stored(engine, workflow.task_run_id("extract"))
-    assert extract.status is RunStatus.PLANNED
-    # When the sweeper sends the PLANNED root, its message comes back, and the rest is delivered
+    # no task's run is stored before its claim: nothing for the sweeper, nothing started
+    assert task_runs(engine, workflow) == {}
+    # When the run's message comes back (started then, or found RUNNING: its unsent root sent)
     settle(engine, workflow, rounds=60)
     # Then the root ran once, its children once, and the workflow run ended once, SUCCEEDED
-    assert_once_and_settled(engine, ledger, workflow, "before-running", ALL_SUCCEEDED)
+    assert_once_and_settled(engine, ledger, workflow, name, ALL_SUCCEEDED)
 
 
 def test_a_triggered_workflow_run_whose_worker_died_before_running_ends_with_its_tasks(
     engine: Engine, ledger: Ledger
 ) -> None:
     # Given a one-task workflow job triggered by hand (its run stored PLANNED), and the worker its message
-    # reaches dying after storing the root, before writing the run RUNNING
+    # reaches dying before writing the run RUNNING
     tasks = [{"id": "only", "target": engine.http("/triggered/only")}]
     schedule = {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
     job_id = engine.create(schedule=schedule, target={"type": "workflow", "tasks": tasks}).job.job_id
@@ -628,56 +627,53 @@ def test_a_triggered_workflow_run_whose_worker_died_before_running_ends_with_its
     ):
         long_hidden.once()
     assert died
-    assert stored(engine, workflow.task_run_id("only")).status is RunStatus.PLANNED
-    # When the sweeper sends what it finds waiting (the root first: its grace is shorter), and the rest
-    # is delivered
+    assert stored(engine, run.run_id).status is RunStatus.ENQUEUED
+    # When the sweeper sends the waiting run again (its grace is shorter than the hidden message's), and
+    # both messages are delivered
     settle(engine, workflow, rounds=60)
     # Then the task ran once and the workflow run ended with it
     assert_once_and_settled(engine, ledger, workflow, "triggered", ALL_SUCCEEDED)
 
 
-# --- (f) sweepers racing ------------------------------------------------------------------------------------
-def second_sweeper(engine: Engine) -> Sweeper:
-    return Sweeper(
-        runs=engine.runtime.runs,
-        queue=engine.runtime.queue,
-        metrics=engine.metrics,
-        shards=engine.runtime.settings.attention_shards,
-    )
-
-
-def test_two_sweepers_and_a_worker_racing_on_planned_tasks_start_each_once(
+# --- (f) racing repeats of what was left unsent -------------------------------------------------------------
+def test_unsent_children_sent_again_by_racing_repeats_and_a_sweeper_start_each_once(
     engine: Engine, ledger: Ledger
 ) -> None:
-    # Given a 50-wide fan-in whose extract ended while every send failed: its 50 children stored PLANNED,
-    # unsent
-    workflow = fan_in(engine, "swept")
+    # Given a 50-wide fan-in whose extract ended while every send failed: its end recorded, none of its 50
+    # children sent (and none stored: a task's run is first written by its claim)
+    workflow = fan_in(engine, "resent")
     engine.sqs.purge_queue(QueueUrl=engine.queue_url)
     assert engine.worker().handle(message(workflow.run_id)) == "workflow started"
     faults = FaultInjector([FaultRule("sqs", SQS_SENDS, 1.0, ("throttle",))])
     faults.install(engine.sqs)
-    engine.worker().handle(message(workflow.task_run_id("extract")))
-    faults.uninstall(engine.sqs)
-    parts = [task_id for task_id in workflow.tasks if task_id.startswith("part-")]
-    waiting = task_runs(engine, workflow)
-    assert {waiting[part].status for part in parts} == {RunStatus.PLANNED}
-    # When, past their grace, two sweepers sweep at once while workers start the first ten of them (their
-    # messages sent by an earlier sweep)
+    try:
+        with pytest.raises(TaskMessagesUnsent):
+            engine.worker().handle(message(workflow.task_run_id("extract")))
+    finally:
+        faults.uninstall(engine.sqs)
+    assert engine.runtime.task_ends.read(stored(engine, workflow.run_id)) == {"extract": "succeeded"}
+    assert set(task_runs(engine, workflow)) == {"extract"}
+    # When extract's message comes back to two workers while the workflow run's comes back to two others
+    # and a sweeper sweeps, all at once
     engine.clock.advance(seconds=31)
-    sweepers = (engine.runtime.sweeper, second_sweeper(engine))
     now = engine.clock()
     errors = at_once(
-        *(lambda sweeper=sweeper: sweeper.sweep(now) for sweeper in sweepers),
         *(
-            lambda part=part: engine.worker(f"w-{part}").handle(message(workflow.task_run_id(part)))
-            for part in parts[:10]
+            lambda copy=copy: engine.worker(f"w-extract-{copy}").handle(
+                message(workflow.task_run_id("extract"))
+            )
+            for copy in range(2)
         ),
+        *(
+            lambda copy=copy: engine.worker(f"w-run-{copy}").handle(message(workflow.run_id))
+            for copy in range(2)
+        ),
+        lambda: engine.runtime.sweeper.sweep(now),
     )
     assert errors == [None] * len(errors)
-    # Then the parts were sent maybe twice (some three times), and started once each, as was load
+    # Then the parts were sent up to four times, and started once each, as was load
     settle(engine, workflow)
-    assert_once_and_settled(engine, ledger, workflow, "swept", ALL_SUCCEEDED)
-    assert engine.metrics.counts["RunsResent"] >= len(parts) - 10
+    assert_once_and_settled(engine, ledger, workflow, "resent", ALL_SUCCEEDED)
 
 
 # --- (g) cancels racing the tasks ---------------------------------------------------------------------------

@@ -19,6 +19,8 @@ from tickwork.domain.models import (
     HttpTarget,
     Job,
     JobSpec,
+    Run,
+    RunMessage,
     RunStatus,
     TriggerRule,
     WorkflowTarget,
@@ -29,10 +31,12 @@ from tickwork.domain.models import (
 from tickwork.domain.workflow import (
     TaskOutcome,
     child_run_id,
+    children_settled_by,
     decide,
     decided_children,
     descendants,
     find_cycle,
+    first_task_run,
     kept_ends,
     outcome_of,
     parents_outcomes,
@@ -379,6 +383,53 @@ def test_a_retrys_start_decides_the_tasks_whose_parents_ended_and_kept_their_end
     # transform_a runs again; "either" has a success among its parents already; "alert" never will: skipped;
     # load waits for transform_a.
     assert ready_tasks(tasks, kept) == {"transform_a": "run", "either": "run", "alert": "skip"}
+
+
+def test_of_the_ends_that_settle_a_child_the_same_way_only_the_first_in_the_fan_ins_order_sends_it() -> None:
+    tasks = (
+        task("a"),
+        task("b"),
+        task("c"),
+        task("either", "a", "b", "c", rule="one_success"),
+        task("every", "a", "b", "c", rule="all_done"),
+    )
+    graph = task_graph(tasks)
+    rules = {item.id: item.trigger_rule for item in tasks}
+    order = ["b", "a", "c"]
+    sent: dict[str, list[str]] = {"either": [], "every": []}
+    for index, ending in enumerate(order):
+        ends: dict[str, TaskOutcome] = dict.fromkeys(order[: index + 1], "succeeded")
+        for child, decision in children_settled_by(graph, rules, ends, ending).items():
+            assert decision == "run"
+            sent[child].append(ending)
+
+    # the first success settles "either"; the last end settles "every"; nothing is settled twice
+    assert sent == {"either": ["b"], "every": ["c"]}
+
+
+def test_a_tasks_first_run_is_built_from_its_running_workflow_run_in_the_messages_go() -> None:
+    at = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    running = Run(
+        run_id="nightly-etl:1795000000000",
+        job_id="nightly-etl",
+        tenant_id="acme",
+        scheduled_for=at,
+        status=RunStatus.RUNNING,
+        created_at=at,
+        workflow=True,
+        manual_retries=1,
+    )
+    message = RunMessage(tenant_id="acme", run_id=child_run_id(running.run_id, "load"), go=1, sent_at=1)
+
+    first = first_task_run(running, "load", message, at)
+
+    assert first is not None
+    assert (first.run_id, first.scheduled_for, first.workflow_retry) == (message.run_id, at, 1)
+    # a message of an earlier go, or for a run not running, is stale
+    assert first_task_run(running, "load", message.model_copy(update={"go": 0}), at) is None
+    assert first_task_run(running, "load", message.model_copy(update={"go": None}), at) is None
+    ended = running.model_copy(update={"status": RunStatus.FAILED})
+    assert first_task_run(ended, "load", message, at) is None
 
 
 # --- child run ids ----------------------------------------------------------------------------------------

@@ -126,3 +126,10 @@ class DuplicateAttempt(TickworkError):
     """The same attempt of a run is already being executed elsewhere."""
 
     code = "duplicate_attempt"
+
+
+class TaskMessagesUnsent(TickworkError):
+    """SQS did not take a workflow task's message: raised for the step that sent it to run again (the
+    message that carried it comes back)."""
+
+    code = "task_messages_unsent"

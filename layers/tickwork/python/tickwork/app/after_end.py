@@ -43,15 +43,18 @@ from tickwork.domain.models import (
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 from tickwork.domain.workflow import (
+    Decision,
     TaskEnds,
     TaskOutcome,
     cancelled_by_failure,
     child_run_id,
+    children_settled_by,
     decided_children,
     outcome_of,
     parse_child_run_id,
     task_graph,
 )
+from tickwork.errors import TaskMessagesUnsent
 from tickwork.observability import logger
 
 
@@ -204,8 +207,9 @@ class AfterEnd:
         if workflow is None:
             return
         workflow_run = _workflow_run_of(ended.run, child.parent_run_id)
-        ends = self.task_ends.record(workflow_run, child.task_id, outcome)
+        recorded = self.task_ends.record(workflow_run, child.task_id, outcome)
         tasks = workflow.tasks
+        ends = recorded
         if outcome == "failed" and workflow.failure_mode == "fail_fast":
             self.cancel_the_rest(ended.job, workflow, workflow_run, ends.outcomes, handlers_too=False)
             ends = TaskEnds(self.task_ends.read(workflow_run), recorded=ends.recorded)
@@ -214,26 +218,52 @@ class AfterEnd:
             definition = self.jobs.get(ended.run.tenant_id, ended.run.job_id)
             self.end_workflow(definition, child.parent_run_id, ends.outcomes)
             return
-        rules = {task.id: task.trigger_rule for task in tasks}
-        decided = decided_children(task_graph(tasks), rules, ends.outcomes, child.task_id)
-        now = self.clock()
-        for task_id, decision in decided.items():
-            status = RunStatus.SKIPPED if decision == "skip" else RunStatus.PLANNED
-            run, written = self.lifecycle.plan_task(workflow_run, task_id, now, status=status)
-            stored = run if written.ok else written.current
-            if stored is None:
-                continue
-            if decision == "skip" and stored.status is RunStatus.SKIPPED:
-                self(Ended(ended.job, stored))  # its end settles its own children in turn
-            elif decision == "run" and stored.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
-                message = RunMessage(
-                    tenant_id=stored.tenant_id,
-                    run_id=stored.run_id,
+        graph, rules = task_graph(tasks), {task.id: task.trigger_rule for task in tasks}
+        if recorded.recorded:
+            # The children this end is the first to settle, from the ends as its own write left them.
+            decided = children_settled_by(graph, rules, recorded.outcomes, child.task_id)
+        else:
+            # A repeat: what the first may have left undone. A child it started with no run yet is sent again
+            # (its claim absorbs a second message); one it skipped has its end carried on again.
+            decided = decided_children(graph, rules, ends.outcomes, child.task_id)
+            started = [task_id for task_id, decision in decided.items() if decision == "run"]
+            ids = [child_run_id(workflow_run.run_id, task_id) for task_id in started]
+            found = self.lifecycle.runs.find_many(workflow_run.tenant_id, workflow_run.job_id, ids)
+            decided = {
+                task_id: decision
+                for task_id, decision in decided.items()
+                if decision == "skip" or child_run_id(workflow_run.run_id, task_id) not in found
+            }
+        self.settle_tasks(ended.job, workflow_run, decided, self.clock())
+
+    def settle_tasks(
+        self, job: Job, workflow_run: Run, decided: Mapping[str, Decision], now: datetime
+    ) -> None:
+        """Start each task decided to run, ten messages to a request (its run is first written by its claim,
+        which a second message finds written); store each decided to skip SKIPPED, its end then carried on
+        like any task's. An unsent message raises, for the caller's own message (or call) to come again and
+        send it."""
+        dispatches = [
+            Dispatch(
+                RunMessage(
+                    tenant_id=workflow_run.tenant_id,
+                    run_id=child_run_id(workflow_run.run_id, task_id),
                     sent_at=to_epoch_ms(now),
-                    priority=message_priority(ended.job.priority),
-                )
-                # Unsent, the PLANNED run waits for the sweeper, which sends it again.
-                self.queue.send([Dispatch(message, now)], now)
+                    priority=message_priority(job.priority),
+                    go=workflow_run.manual_retries,
+                ),
+                now,
+            )
+            for task_id, decision in decided.items()
+            if decision == "run"
+        ]
+        if dispatches and self.queue.send(dispatches, now):
+            raise TaskMessagesUnsent(f"{workflow_run.run_id}: a task's message was not sent")
+        for task_id in (task_id for task_id, decision in decided.items() if decision == "skip"):
+            skipped, written = self.lifecycle.plan_task(workflow_run, task_id, now, status=RunStatus.SKIPPED)
+            stored = skipped if written.ok else written.current
+            if stored is not None and stored.status is RunStatus.SKIPPED:
+                self(Ended(job, stored))  # its end settles its own children in turn
 
     def cancel_the_rest(
         self,

@@ -75,12 +75,13 @@ from tickwork.domain.models import (
     Run,
     RunKey,
     RunMessage,
+    RunStatus,
     parse_run_id,
 )
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
-from tickwork.domain.workflow import parse_child_run_id, task_job, task_of
+from tickwork.domain.workflow import first_task_run, parse_child_run_id, task_job, task_of
 from tickwork.errors import NotFound
 from tickwork.observability import logger
 
@@ -239,10 +240,18 @@ class Worker:
         known = laned or key.is_manual or message.attempt is not None or before is not None
         records = self._records(job, lane, message.run_id, before) if known else {}
         stored = records.get(message.run_id)
+        child = parse_child_run_id(message.run_id)
         for _ in range(CLAIM_TRIES):
             now = self.clock()
+            if stored is not None and stored.workflow and stored.status is RunStatus.RUNNING:
+                # The workflow run's message again: what its start may have left undone.
+                self.workflows.resume(job, stored, now)
+                return "workflow running: its unsent tasks sent"
+            first = None
+            if child is not None and stored is None and child.parent_run_id in records:
+                first = first_task_run(records[child.parent_run_id], child.task_id, message, now)
             # The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile.
-            decision = decide_arrival(job, lane, stored, records, message, key, now)
+            decision = decide_arrival(job, lane, stored, records, message, key, now, first)
             verdict = self._carry_out(decision, message, job, lane, now)
             if isinstance(verdict, str):
                 return verdict
@@ -305,6 +314,9 @@ class Worker:
 
     def _records(self, job: Job, lane: Lane, run_id: str, before: str | None) -> dict[str, Run]:
         wanted = {run_id, *lane.holders, *([before] if before else [])}
+        child = parse_child_run_id(run_id)
+        if child is not None:
+            wanted.add(child.parent_run_id)  # its workflow run: a task's first claim checks its go
         return self.runs.find_many(job.tenant_id, job.job_id, sorted(wanted))
 
     # --- deciding ---------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """A workflow run's start and its retry by hand.
 
-**The start**: the tasks it can start stored first (its roots; on a retry, the tasks the retry runs again
-that need no parent to end again), then the run written RUNNING under its lease, then those tasks sent. A
-worker that dies in between leaves nothing undone: the run's message comes back and starts it (the tasks
-are found stored), and a task stored but not sent is sent by the sweeper. What follows each task's end is
-:class:`~tickwork.app.after_end.AfterEnd`'s.
+**The start**: the run written RUNNING under its lease, then the tasks it can start sent (its roots; on a
+retry, the tasks the retry runs again that need no parent to end again). A task's run is first written by
+its claim, which a second message of it finds written; the claim checks that the run is RUNNING in the go
+the message was sent for, so a message of an earlier go is dropped. A worker that dies before the sends
+leaves nothing undone: the run's message comes back, finds the run RUNNING, and sends what has no run yet
+(:meth:`WorkflowStarts.resume`). What follows each task's end is :class:`~tickwork.app.after_end.AfterEnd`'s.
 
 **A retry** of a FAILED workflow run runs again its failed and cancelled tasks and everything downstream of
 them, and keeps what succeeded upstream (with its output). Each go of the run (its first, then each retry:
@@ -20,16 +21,21 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickwork.app.after_end import AfterEnd, Ended
+from tickwork.app.after_end import AfterEnd
 from tickwork.app.claims import Lease
 from tickwork.app.lifecycle import RunLifecycle
-from tickwork.app.ports import Dispatch, Metrics, RunQueue, TaskEndStore, Written
+from tickwork.app.ports import Metrics, RunQueue, TaskEndStore, Written
 from tickwork.domain.arrival import Candidate
 from tickwork.domain.lifecycle import RETRYABLE_BY_HAND, TERMINAL
-from tickwork.domain.models import Job, Run, RunMessage, RunStatus, WorkflowTarget
-from tickwork.domain.priority import message_priority
-from tickwork.domain.timeutil import to_epoch_ms
-from tickwork.domain.workflow import Decision, TaskOutcome, kept_ends, parse_child_run_id, ready_tasks
+from tickwork.domain.models import Job, Run, WorkflowTarget
+from tickwork.domain.workflow import (
+    Decision,
+    TaskOutcome,
+    child_run_id,
+    kept_ends,
+    parse_child_run_id,
+    ready_tasks,
+)
 
 
 def workflow_of(job: Job) -> WorkflowTarget | None:
@@ -65,33 +71,35 @@ class WorkflowStarts:
         decided = ready_tasks(workflow.tasks, ends)
         if run.manual_retries:
             self._reset_earlier_goes(run, ends, decided, now)
-        to_run = [task_id for task_id, decision in decided.items() if decision == "run"]
-        planned = [self.lifecycle.plan_task(run, task_id, now) for task_id in to_run]
         started = self.lifecycle.start_workflow(candidate, run, in_lane=holder is not None, now=now)
         if started is None:
             self.metrics.count("LeaseConflicts")
             return None
         self.metrics.count("WorkflowRunsStarted")
-        for task, written in planned:
-            stored = task if written.ok else written.current
-            if stored is not None and stored.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
-                message = RunMessage(
-                    tenant_id=stored.tenant_id,
-                    run_id=stored.run_id,
-                    sent_at=to_epoch_ms(now),
-                    priority=message_priority(job.priority),
-                )
-                # Unsent, the PLANNED task waits for the sweeper, which sends it again.
-                self.queue.send([Dispatch(message, now)], now)
-        for task_id in (task_id for task_id, decision in decided.items() if decision == "skip"):
-            # A retry's task whose rule its kept parents can no longer meet: its end carried on like any.
-            skipped, written = self.lifecycle.plan_task(started, task_id, now, status=RunStatus.SKIPPED)
-            stored = skipped if written.ok else written.current
-            if stored is not None and stored.status is RunStatus.SKIPPED:
-                self.after_end(Ended(job, stored))
-        # Every task may have ended before this write (sent by the sweeper while the start was cut short).
+        # Sent once the run is RUNNING, which a task's first claim checks: cut short before, the run's
+        # message comes back and finds it RUNNING (resume).
+        self.after_end.settle_tasks(job, started, decided, now)
+        # Every task may have ended before this write (a go whose tasks all ended, or all skipped).
         self.after_end.workflow_started(job, started)
         return started
+
+    def resume(self, job: Job, running: Run, now: datetime) -> None:
+        """A delivery of a RUNNING workflow run's own message: what its start may have left undone (its tasks
+        decided to run with no run yet sent, those to skip stored). A task sent already gets a second
+        message, which its claim absorbs."""
+        workflow = workflow_of(job)
+        if workflow is None or self.task_ends is None:
+            return
+        decided = ready_tasks(workflow.tasks, self.task_ends.read(running))
+        ids = [child_run_id(running.run_id, task_id) for task_id in decided]
+        found = self.lifecycle.runs.find_many(running.tenant_id, running.job_id, ids)
+        unstarted = {
+            task_id: decision
+            for task_id, decision in decided.items()
+            if child_run_id(running.run_id, task_id) not in found
+        }
+        self.after_end.settle_tasks(job, running, unstarted, now)
+        self.after_end.workflow_started(job, running)
 
     def _reset_earlier_goes(
         self, run: Run, ends: dict[str, TaskOutcome], decided: dict[str, Decision], now: datetime

@@ -182,9 +182,11 @@ def decide_arrival(
     message: RunMessage,
     key: RunKey,
     now: datetime,
+    first: Run | None = None,
 ) -> Decision:
     """What to do with ``message`` at ``now``. ``stored`` is its run item as read (None: none), ``records``
-    the run items read with it (the lane holders', the fire owed before it)."""
+    the run items read with it (the lane holders', the fire owed before it); ``first``, a workflow task's run
+    before its first write, when it has no item yet (None: the message is stale)."""
     if stored is not None and stored.status in TERMINAL:
         return Duplicate(stored)
     if stored is not None and stored.in_pool:
@@ -203,10 +205,10 @@ def decide_arrival(
         and stored.lease_expires_at > now
     ):
         return _look_again_after(stored.lease_expires_at, now)
-    if key.is_manual and stored is None:
+    if key.is_manual and stored is None and first is None:
         return UnknownManual()
 
-    run = stored or fire_run(job, key, message, now)
+    run = stored or first or fire_run(job, key, message, now)
     lost_recorded = bool(run.attempts) and run.attempts[-1].finished_at is not None
     if running_holder or (run.status is RunStatus.RUNNING and not lost_recorded):
         candidate = Candidate(run, stored, Stage.LOST, holder if running_holder else None)

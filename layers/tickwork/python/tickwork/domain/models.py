@@ -943,6 +943,9 @@ class RunMessage(StrictModel):
     held_since: int | None = Field(None, ge=0)
     """A run held by a full limit: when it was first held (epoch ms), which ages it past higher priorities
     (:func:`tickwork.domain.priority.yields_to`)."""
+    go: int | None = Field(None, ge=0)
+    """A workflow task's message: the go of its workflow run it was sent for (0: the run's first; each retry
+    one more). A task's run is first written by its claim, and a message of another go is stale."""
 
 
 class RunSummary(StrictModel):

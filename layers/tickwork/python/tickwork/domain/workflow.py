@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 from typing import Literal
 
@@ -21,13 +22,16 @@ from tickwork.domain.models import (
     WORKFLOW_TASK_ID,
     FailureMode,
     Job,
+    Run,
     RunKey,
+    RunMessage,
     RunStatus,
     TriggerRule,
     WorkflowTarget,
     WorkflowTask,
     parse_run_id,
 )
+from tickwork.domain.timeutil import from_epoch_ms
 
 TaskOutcome = Literal["succeeded", "failed", "skipped", "cancelled"]
 """How a task ended: ``failed`` covers FAILED, DEAD and ABANDONED."""
@@ -186,6 +190,22 @@ def decided_children(
     return decided
 
 
+def children_settled_by(
+    graph: TaskGraph, rules: Mapping[str, TriggerRule], ended: Mapping[str, TaskOutcome], task_id: str
+) -> dict[str, Decision]:
+    """What the end of ``task_id`` settles that no end before it had: ``ended`` as its fan-in write left the
+    ends (its own and those recorded before it), so of all the ends that decide a child the same way, only
+    the first in the fan-in's order starts it (or skips it), and later ones (a ``one_success`` child's other
+    parents) send nothing."""
+    before = {task: outcome for task, outcome in ended.items() if task != task_id}
+    already = decided_children(graph, rules, before, task_id)
+    return {
+        child: decision
+        for child, decision in decided_children(graph, rules, ended, task_id).items()
+        if child not in already
+    }
+
+
 HANDLER_RULES: frozenset[TriggerRule] = frozenset({"all_done", "one_failed"})
 """The rules of clean-up and alert steps: ``fail_fast`` leaves them to their rules, for them to run on the
 failure that stopped the rest."""
@@ -297,6 +317,28 @@ def task_job(job: Job, task: WorkflowTask) -> Job:
         }
     )
     return viewed.as_task_of(workflow)
+
+
+def first_task_run(workflow_run: Run, task_id: str, message: RunMessage, now: datetime) -> Run | None:
+    """A task's run before its first write (its claim), from its workflow run as read; None when the message
+    is stale: the workflow run is not running, or running another go than the one the message was sent for
+    (a task of an earlier go, reset by a retry, is started by its parents' ends in the new one)."""
+    if workflow_run.status is not RunStatus.RUNNING or not workflow_run.workflow:
+        return None
+    if (message.go or 0) != workflow_run.manual_retries:
+        return None
+    sent = from_epoch_ms(message.sent_at) if message.sent_at is not None else None
+    return Run(
+        run_id=child_run_id(workflow_run.run_id, task_id),
+        job_id=workflow_run.job_id,
+        tenant_id=workflow_run.tenant_id,
+        scheduled_for=workflow_run.scheduled_for,
+        status=RunStatus.ENQUEUED,
+        trigger="manual",
+        created_at=sent or now,
+        enqueued_at=sent,
+        workflow_retry=workflow_run.manual_retries,
+    )
 
 
 # --- child run ids ----------------------------------------------------------------------------------------
