@@ -270,3 +270,107 @@ def test_a_task_runs_page_opens_from_its_address_and_the_graph_follows_the_run(
     expect(node(page, "load")).to_have_attribute("href", f"/runs/{run_path(run_id + '/load')}")
     expect(title(page)).to_contain_text("FAILED", timeout=ARRIVAL_MS)
     assert stack.api("GET", f"/v1/runs/{run_path(run_id)}")["status"] == "FAILED"
+
+
+def test_a_failed_workflow_run_is_retried_from_its_page_and_its_graph_follows_the_tasks_run_again(
+    stack: Stack,  # noqa: F811 - the fixture
+    page: Page,  # noqa: F811 - the fixture
+) -> None:
+    """Retry on a FAILED workflow run's page reopens it: its failed and cancelled tasks run again, and the
+    graph follows them to SUCCEEDED while the tasks that succeeded keep their first run. A task's own run
+    offers no Retry (the API refuses it alone), on its page (it leads to its workflow run) or in the
+    dead-letter view."""
+    # Given the diamond under fail_fast, transform_b failing once (a permanent 404, then 200)
+    name = "diamond-retry"
+    stack.receiver.script[f"/{name}/transform_b"] = [404, 200]
+    hook = {"type": "http", "timeout_seconds": 10}
+
+    def task(task_id: str, *parents: str) -> dict[str, Any]:
+        url = stack.receiver.url(f"/{name}/{task_id}")
+        return {"id": task_id, "target": {**hook, "url": url}, "depends_on": list(parents)}
+
+    tasks = [
+        task("extract"),
+        task("transform_a", "extract"),
+        task("transform_b", "extract"),
+        task("load", "transform_a", "transform_b"),
+    ]
+    job = stack.api(
+        "POST",
+        "/v1/jobs",
+        {
+            "name": name,
+            "schedule": {"type": "cron", "expression": "0 2 * * *", "timezone": "Europe/Paris"},
+            "target": {"type": "workflow", "tasks": tasks},
+        },
+    )
+    run_id = stack.api("POST", f"/v1/jobs/{job['job_id']}/trigger", headers={"Idempotency-Key": "retry"})[
+        "run_id"
+    ]
+
+    def failed() -> dict[str, Any] | None:
+        run: dict[str, Any] = stack.api("GET", f"/v1/runs/{run_path(run_id)}")
+        return run if run["status"] == "FAILED" else None
+
+    before = wait_for(failed, timeout=SCENE_SECONDS)
+    assert before is not None, tasks_of(stack, run_id)
+    first = {task["task_id"]: task for task in before["tasks"]}
+    assert (first["transform_b"]["status"], first["transform_b"]["error_code"]) == ("FAILED", "http_404")
+    assert first["load"]["status"] == "CANCELLED"
+    assert first["extract"]["status"] == "SUCCEEDED"
+    # transform_a starts with transform_b: it finishes, or is cancelled had it not started yet
+    assert first["transform_a"]["status"] in ("SUCCEEDED", "CANCELLED")
+    kept = [task_id for task_id in ("extract", "transform_a") if first[task_id]["status"] == "SUCCEEDED"]
+
+    # The dead-letter view offers Retry on the workflow run, not on its task's run (refused alone)
+    sign_in(page)
+    page.get_by_role("navigation", name="sections").get_by_role("link", name="Dead letters").click()
+    workflow_row = page.locator(f"tr[data-run-id='{run_id}']")
+    task_row = page.locator(f"tr[data-run-id='{run_id}/transform_b']")
+    expect(workflow_row).to_contain_text("FAILED", timeout=ARRIVAL_MS)
+    expect(task_row).to_contain_text("FAILED", timeout=ARRIVAL_MS)
+    expect(task_row.get_by_role("button", name="Retry")).to_have_count(0)
+    workflow_row.get_by_role("button", name="Retry").click()
+    expect(page.get_by_role("dialog")).to_contain_text("runs again its failed and cancelled tasks")
+    page.get_by_role("dialog").get_by_role("button", name="Keep it").click()
+    assert stack.api("GET", f"/v1/runs/{run_path(run_id)}")["status"] == "FAILED"
+
+    # A task's failed run offers no Retry of its own: it leads to its workflow run
+    page.goto(f"/runs/{run_path(run_id + '/transform_b')}")
+    expect(title(page)).to_contain_text("FAILED")
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+    page.get_by_role("link", name="Retried with its workflow run").click()
+    expect(page).to_have_url(re.compile(re.escape(f"/runs/{run_path(run_id)}") + "$"))
+
+    # The workflow run's page shows the failure
+    expect(title(page)).to_contain_text("FAILED")
+    expect(node(page, "transform_b")).to_have_attribute("data-status", "FAILED", timeout=ARRIVAL_MS)
+    expect(node(page, "load")).to_have_attribute("data-status", "CANCELLED")
+    end_of = {task_id: first[task_id]["finished_at"] for task_id in kept}
+    for task_id in kept:
+        expect(node(page, task_id).locator("time").nth(1)).to_have_attribute("datetime", end_of[task_id])
+
+    # When it is retried, after reading what a retry of a workflow run does
+    page.get_by_role("button", name="Retry").click()
+    dialog = page.get_by_role("dialog", name="Retry this run?")
+    expect(dialog).to_contain_text("failed and cancelled tasks run again")
+    dialog.get_by_role("button", name="Retry").click()
+    expect(page.get_by_role("status")).to_contain_text("Retry queued")
+
+    # Then the graph follows the tasks run again to SUCCEEDED, and the run ends SUCCEEDED
+    expect(title(page)).to_contain_text("SUCCEEDED", timeout=ARRIVAL_MS)
+    for task_id in ("extract", "transform_a", "transform_b", "load"):
+        expect(node(page, task_id)).to_have_attribute("data-status", "SUCCEEDED", timeout=ARRIVAL_MS)
+    expect(page.locator("[data-field=task-counts]")).to_have_text("4 tasks: 4 SUCCEEDED")
+    # transform_b ran again, as its second attempt; load ran for the first time, and links to its run
+    expect(node(page, "transform_b").locator("[data-field=attempts]")).to_have_text("attempt 2")
+    expect(node(page, "load").locator("[data-field=attempts]")).to_have_text("attempt 1")
+    expect(node(page, "load")).to_have_attribute("href", f"/runs/{run_path(run_id + '/load')}")
+    # while the tasks that had succeeded kept their first run: one attempt, the same end
+    for task_id in kept:
+        expect(node(page, task_id).locator("[data-field=attempts]")).to_have_text("attempt 1")
+        expect(node(page, task_id).locator("time").nth(1)).to_have_attribute("datetime", end_of[task_id])
+    expect(page.get_by_role("region", name="summary")).to_contain_text("Manual retries")
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+    called = {task_id: len(stack.receiver.for_path(f"/{name}/{task_id}")) for task_id in first}
+    assert called == {"extract": 1, "transform_a": 1, "transform_b": 2, "load": 1}

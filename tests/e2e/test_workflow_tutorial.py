@@ -6,9 +6,13 @@ The page's files (a fenced block after "Save this as `name`") are saved in a tem
 steps' server it starts in a second terminal runs in the background, and each ```text block it shows as
 output is checked against what was printed: after a command, its lines (but ``...``) appear in that
 command's output; after "The second terminal printed", they are the lines the steps' server printed, in
-order but for the two transforms. Ids and instants are compared as shapes. Then what the page says of each
-run is checked through the API: the first SUCCEEDED with its four tasks, the second FAILED with
-transform_b FAILED (http_404), load CANCELLED and never called.
+order but for the two transforms; after "In the second terminal, the retry", they appear in that order
+among the lines printed since `runs retry`. Ids, instants and durations are compared as shapes. A
+`runs get` the page says to run again while the run has not ended is run again (as a reader would) while
+its status is not an end. Then what the page says of each run is checked: the first SUCCEEDED with its
+four tasks (through the API); the second FAILED with transform_b FAILED (http_404) and load CANCELLED and
+never called (as its trigger printed it), then, retried, SUCCEEDED (through the API) with transform_b and
+load called once more, extract not again, and transform_a only had it been cancelled.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ pytestmark = pytest.mark.e2e
 TUTORIAL = REPOSITORY / "docs" / "workflow-tutorial.md"
 SAVE_AS = re.compile(r"Save this as `([^`]+)`:\s*$")
 STEPS_OUTPUT = "The second terminal printed"
+STEPS_RETRIED = "In the second terminal, the retry"
+RETRY_COMMAND = re.compile(r"\bruns retry\b")
+# The page says to look again while the retried run has not ended: `runs retry` has no --wait.
+RUN_AGAIN_UNTIL_ENDED = re.compile(r"\bruns get\b")
+NOT_ENDED = re.compile(r"^status\s+(PLANNED|ENQUEUED|RUNNING|RETRY_WAIT)$", re.MULTILINE)
+# The page says transform_a finishes in the failing run, or is cancelled had it not started yet (rare: it
+# starts with transform_b, which fails in milliseconds): its tree line may then read CANCELLED.
+MAY_BE_CANCELLED = re.compile(r"^(\W*transform_a)  SUCCEEDED  ")
 SKIPPED_COMMANDS = {
     r"^make run\b": "starts `tickwork local` for good: replaced by the stack this test starts on a free port",
 }
@@ -60,6 +72,7 @@ SHAPES = (
     (re.compile(r"\b[0-9A-HJKMNP-TV-Z]{26}\b"), "<ulid>"),
     (re.compile(r":m:[0-9a-f]{32}"), ":m:<hash>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<instant>"),
+    (re.compile(r"\btook (\d+ ms|\d+\.\ds|\w+)"), "took <duration>"),
 )
 
 
@@ -113,7 +126,12 @@ class Reader:
     known: dict[str, str]
     run_ids: list[str] = field(default_factory=list)
     background: list[Background] = field(default_factory=list)
+    last_command: str = ""
     last_output: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+    """The first output that printed each run id, by run id."""
+    steps_at_retry: int | None = None
+    """How many lines the steps' server had printed when `runs retry` ran."""
 
     def fill(self, text: str) -> str:
         text = text.replace(DEFAULT_API_URL, self.local.url)
@@ -129,6 +147,8 @@ class Reader:
         return PLACEHOLDER.sub(value, text)
 
     def run(self, text: str) -> subprocess.CompletedProcess[str]:
+        if RETRY_COMMAND.search(text):
+            self.steps_at_retry = len(self.steps_lines())
         saved = self.directory / ".environment"
         script = f"{PREAMBLE}{text}\n__status=$?\nenv -0 > {shlex.quote(str(saved))}\nexit $__status\n"
         done = subprocess.run(
@@ -149,8 +169,10 @@ class Reader:
         found = re.search(r"^run_id\s+(\S+)$", done.stdout, re.MULTILINE)
         if found:
             self.known["run id"] = found.group(1)
-            self.run_ids.append(found.group(1))
-        self.last_output = done.stdout
+            if found.group(1) not in self.run_ids:
+                self.run_ids.append(found.group(1))
+                self.outputs[found.group(1)] = done.stdout
+        self.last_command, self.last_output = text, done.stdout
         return done
 
     def start(self, text: str) -> Background:
@@ -184,11 +206,31 @@ def check_shown_output(reader: Reader, block: Block) -> None:
         assert printed[0] == expected[0] and printed[-1] == expected[-1], printed
         assert sorted(printed[1:-1]) == sorted(expected[1:-1]), printed
         return
-    output = {shape(line) for line in reader.last_output.splitlines()}
-    missing = [line for line in expected if line not in output]
+    if block.lead.startswith(STEPS_RETRIED):
+        assert reader.steps_at_retry is not None, "the tutorial shows the retry's steps before it retries"
+        since = [shape(line) for line in reader.steps_lines()[reader.steps_at_retry :]]
+        found = iter(since)
+        assert all(line in found for line in expected), (
+            f"the steps printed since the retry:\n{since}\nthe tutorial shows, in this order:\n{expected}"
+        )
+        return
+    if RUN_AGAIN_UNTIL_ENDED.search(reader.last_command) and NOT_ENDED.search(reader.last_output):
+        command = reader.last_command
+        wait_for(lambda: not NOT_ENDED.search(reader.run(command).stdout), timeout=COMMAND_SECONDS)
+    output = [shape(line) for line in reader.last_output.splitlines()]
+    missing = [line for line in expected if not printed_as_shown(line, output)]
     assert not missing, (
         f"shown in the tutorial ({block.section}) but not printed: {missing}\n{reader.last_output}"
     )
+
+
+def printed_as_shown(line: str, output: list[str]) -> bool:
+    if line in output:
+        return True
+    cancelled = MAY_BE_CANCELLED.match(line)
+    if cancelled is None:
+        return False
+    return any(printed.startswith(f"{cancelled.group(1)}  CANCELLED  0 attempts") for printed in output)
 
 
 def follow(reader: Reader, page: str, used: set[str]) -> None:
@@ -242,7 +284,7 @@ def test_the_workflow_tutorial_works_as_printed(tmp_path: Path) -> None:
 
         assert used == set(SKIPPED_COMMANDS), "a skip that matches nothing in the tutorial any more"
         assert sorted(path for path in os.listdir(directory) if not path.startswith(".")) == sorted(
-            ["etl_steps.py", "etl.yaml", "etl.yaml.bak"]
+            ["etl_steps.py", "etl.yaml"]
         )
         first, second = reader.run_ids  # "Run it", then "When a step fails"
         # 4. Run it: the run SUCCEEDED, every task too
@@ -257,17 +299,35 @@ def test_the_workflow_tutorial_works_as_printed(tmp_path: Path) -> None:
         load = json.loads(next(line for line in in_first if line.startswith("/load ")).split(" ", 1)[1])
         assert load["parents"] == {"transform_a": {"total": 14}, "transform_b": {"largest": 5}}
         # 7. When a step fails: --wait exits with 4, transform_b FAILED (404), load CANCELLED, never called
-        assert "exit code 4" in reader.last_output
-        status, tasks = task_statuses(reader, second)
-        assert status == "FAILED"
-        assert tasks["extract"]["status"] == "SUCCEEDED"
-        assert (tasks["transform_b"]["status"], tasks["transform_b"]["error_code"]) == ("FAILED", "http_404")
-        assert tasks["load"]["status"] == "CANCELLED"
+        # (what the trigger printed; the API shows the run as retried since)
+        failed = reader.outputs[second]
+        assert "exit code 4" in failed
+        assert re.search(r"^status\s+FAILED$", failed, re.MULTILINE), failed
+        assert re.search(r"^\W*transform_b  FAILED  1 attempt  .*  http_404$", failed, re.MULTILINE), failed
+        assert re.search(r"^\W*load  CANCELLED  0 attempts  ", failed, re.MULTILINE), failed
         # transform_a starts with transform_b: it finishes (cancelled only had it not started yet)
-        assert tasks["transform_a"]["status"] in ("SUCCEEDED", "CANCELLED")
-        in_second = sorted(line.split(" ", 1)[0] for line in steps if f"{second}/" in line)
-        called_a = ["/transform_a"] if tasks["transform_a"]["status"] == "SUCCEEDED" else []
+        a_cancelled = re.search(r"^\W*transform_a  CANCELLED  0 attempts  ", failed, re.MULTILINE)
+        assert a_cancelled or re.search(r"^\W*transform_a  SUCCEEDED  ", failed, re.MULTILINE), failed
+        assert reader.steps_at_retry is not None
+        first_go = steps[: reader.steps_at_retry]
+        in_second = sorted(line.split(" ", 1)[0] for line in first_go if f"{second}/" in line)
+        called_a = [] if a_cancelled else ["/transform_a"]
         assert in_second == sorted(["/extract", "/transform_c", *called_a])
+        # 8. Retry the failed run: it SUCCEEDED, transform_b (as its second attempt, at /transform_b again)
+        # and load called once each, extract not again, transform_a only had it been cancelled
+        status, tasks = task_statuses(reader, second)
+        assert status == "SUCCEEDED"
+        assert {task_id: task["status"] for task_id, task in tasks.items()} == dict.fromkeys(
+            TASKS, "SUCCEEDED"
+        )
+        assert tasks["transform_b"]["attempt"] == 2
+        retried = [line for line in steps[reader.steps_at_retry :] if f"{second}/" in line]
+        called_again = ["/transform_a"] if a_cancelled else []
+        assert sorted(line.split(" ", 1)[0] for line in retried) == sorted(
+            ["/transform_b", "/load", *called_again]
+        )
+        load = json.loads(next(line for line in retried if line.startswith("/load ")).split(" ", 1)[1])
+        assert load["parents"] == {"transform_a": {"total": 14}, "transform_b": {"largest": 5}}
     finally:
         took = stop_local(local)
     assert local.process.returncode == 0 and took < 5

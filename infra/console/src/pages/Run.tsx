@@ -82,7 +82,8 @@ function Progress({ run, now, zone }: { run: RunOut; now: number; zone: string }
 }
 
 /** One run: its attempts on a timeline and in a table with their errors, its progress and checkpoint when
- * its target reports them, and Retry when it failed for good. */
+ * its target reports them, and Retry when it failed for good (a workflow task's run is retried with its
+ * workflow run, which runs again its failed and cancelled tasks and those after them). */
 export function Run({ id }: { id: string }) {
   const now = useNow(1000);
   const [retrying, setRetrying] = useState(false);
@@ -140,7 +141,11 @@ export function Run({ id }: { id: string }) {
           </h1>
         </div>
         <div class="actions">
-          {RETRYABLE.includes(data.status) ? (
+          {RETRYABLE.includes(data.status) && workflowRun ? (
+            <Link href={href("/runs", workflowRun)} data-field="retry-with-workflow-run">
+              Retried with its workflow run
+            </Link>
+          ) : RETRYABLE.includes(data.status) ? (
             <button type="button" onClick={() => setRetrying(true)}>
               Retry
             </button>
@@ -274,7 +279,14 @@ export function Run({ id }: { id: string }) {
             await run.reload();
           }}
         >
-          <p>A new attempt of the same run starts, with the same idempotency key ({data.run_id}).</p>
+          {data.workflow ? (
+            <p>
+              Its failed and cancelled tasks run again, and every task after them; the tasks that succeeded keep their
+              outcome and output.
+            </p>
+          ) : (
+            <p>A new attempt of the same run starts, with the same idempotency key ({data.run_id}).</p>
+          )}
         </Confirm>
       ) : null}
     </main>

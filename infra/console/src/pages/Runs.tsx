@@ -186,7 +186,7 @@ export function Runs() {
                 {lastError(run)}
               </td>
               <td>
-                {RETRYABLE.includes(run.status) ? (
+                {RETRYABLE.includes(run.status) && !run.run_id.includes("/") ? (
                   <button type="button" onClick={() => setRetrying(run)}>
                     Retry
                   </button>
@@ -221,8 +221,10 @@ export function Runs() {
           }}
         >
           <p>
-            Run <code>{retrying.run_id}</code> ({retrying.status}, {retrying.attempt} attempts) gets a new attempt with the
-            same idempotency key.
+            Run <code>{retrying.run_id}</code> ({retrying.status}, {retrying.attempt} attempts){" "}
+            {retrying.workflow
+              ? "runs again its failed and cancelled tasks, and every task after them; the tasks that succeeded keep their outcome."
+              : "gets a new attempt with the same idempotency key."}
           </p>
         </Confirm>
       ) : null}
