@@ -809,6 +809,7 @@ def measure(
     (``bench.workflow_cost``'s); ``site_of``: the meter's namer of the code making each request."""
     import boto3
     from tickwork.observability import PowertoolsMetricSink, metrics
+    from tickwork_local.atomic import serialise_dynamodb
     from tickwork_local.harness import Receiver, sqs_follows
 
     from bench._moto import moto_runtime
@@ -853,6 +854,9 @@ def measure(
         workload.seed()
         if progress:
             progress(f"{shape.name}: {shape.history * shape.jobs:,} past runs seeded")
+        # The worker's batch threads write the same items at once (a fan-in's ends): moto in process does not
+        # lock, DynamoDB does.
+        serialise_dynamodb(runtime.dynamodb.meta.events)
         for client in (runtime.dynamodb, runtime.sqs):
             workload.meter.attach(client)
             workload.aws.wrap(client)
