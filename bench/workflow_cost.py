@@ -162,7 +162,9 @@ _SITES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("Claims.claim_run",), "the task's run claimed (its first write: RUNNING)"),
     (("RunLifecycle.end_attempt",), "the task's run ended (its attempt written)"),
     (("Runtime.parents_of",), "the parents' runs read (their outputs, for the task's envelope)"),
+    (("AfterEnd.continue_workflow", "DynamoRunStore.find_many"), "a repeat's children read"),
     (("Worker._records",), "the run's item read (a task's: with its workflow run's)"),
+    (("Worker._handle", "DynamoRunStore.find_many"), "a task's workflow run read (eventually consistent)"),
     (("DynamoJobStore.get_with_lane",), "the job and its lane read"),
     (("DynamoTenantStore.get",), "the tenant read"),
 )

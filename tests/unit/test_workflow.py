@@ -7,7 +7,7 @@ import json
 import random
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
 
@@ -45,6 +45,7 @@ from tickwork.domain.workflow import (
     retry_set,
     task_graph,
     task_job,
+    task_message_state,
     task_of,
     to_cancel,
     topological_order,
@@ -419,17 +420,52 @@ def test_a_tasks_first_run_is_built_from_its_running_workflow_run_in_the_message
         workflow=True,
         manual_retries=1,
     )
-    message = RunMessage(tenant_id="acme", run_id=child_run_id(running.run_id, "load"), go=1, sent_at=1)
+    sent = int(at.timestamp() * 1000)
+    message = RunMessage(tenant_id="acme", run_id=child_run_id(running.run_id, "load"), go=1, sent_at=sent)
 
+    assert task_message_state(running, message, at) == "current"
     first = first_task_run(running, "load", message, at)
-
-    assert first is not None
     assert (first.run_id, first.scheduled_for, first.workflow_retry) == (message.run_id, at, 1)
-    # a message of an earlier go, or for a run not running, is stale
-    assert first_task_run(running, "load", message.model_copy(update={"go": 0}), at) is None
-    assert first_task_run(running, "load", message.model_copy(update={"go": None}), at) is None
-    ended = running.model_copy(update={"status": RunStatus.FAILED})
-    assert first_task_run(ended, "load", message, at) is None
+
+
+@pytest.mark.parametrize(
+    ("manual_retries", "status", "go", "state"),
+    [
+        (1, RunStatus.RUNNING, 0, "stale"),  # a message of the go before the retry
+        (1, RunStatus.RUNNING, None, "stale"),
+        (1, RunStatus.FAILED, 1, "stale"),  # its go is over
+        (1, RunStatus.SUCCEEDED, 1, "stale"),
+        (0, RunStatus.FAILED, 1, "early"),  # read before the retry reopened it
+        (1, RunStatus.ENQUEUED, 1, "early"),  # read before its start's RUNNING write
+        (1, RunStatus.PLANNED, 1, "early"),
+    ],
+)
+def test_a_tasks_first_message_against_its_workflow_run_as_read(
+    manual_retries: int, status: RunStatus, go: int | None, state: str
+) -> None:
+    at = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    read = Run(
+        run_id="nightly-etl:1795000000000",
+        job_id="nightly-etl",
+        tenant_id="acme",
+        scheduled_for=at,
+        status=status,
+        created_at=at,
+        workflow=True,
+        manual_retries=manual_retries,
+    )
+    message = RunMessage(tenant_id="acme", run_id=child_run_id(read.run_id, "load"), go=go, sent_at=0)
+
+    assert task_message_state(read, message, at) == state
+
+
+def test_a_tasks_workflow_run_not_found_is_a_read_too_early_for_a_minute_then_the_message_is_stale() -> None:
+    at = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    sent = int(at.timestamp() * 1000)
+    message = RunMessage(tenant_id="acme", run_id="nightly-etl:1795000000000/load", go=0, sent_at=sent)
+
+    assert task_message_state(None, message, at + timedelta(seconds=59)) == "early"
+    assert task_message_state(None, message, at + timedelta(seconds=61)) == "stale"
 
 
 # --- child run ids ----------------------------------------------------------------------------------------

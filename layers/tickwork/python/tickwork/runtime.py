@@ -38,6 +38,7 @@ from tickwork.app.service import JobService
 from tickwork.app.sweeper import Sweeper
 from tickwork.app.worker import Worker
 from tickwork.config import Settings
+from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import Job, Run, RunMessage
 from tickwork.domain.priority import PRIORITIES, Priority
 from tickwork.domain.tenants import Principal, Tenant
@@ -356,7 +357,15 @@ class Runtime:
         if not parents:
             return {}
         ids = [child_run_id(child.parent_run_id, parent) for parent in parents]
-        found = self.runs.find_many(run.tenant_id, run.job_id, ids)
+        # Read eventually consistent (half the price): a parent found ended is as it ended, its output with
+        # it; one found otherwise (a one_success child's parent still running, or a read older than its end)
+        # is read again, consistently.
+        found = self.runs.find_many(run.tenant_id, run.job_id, ids, consistent=False)
+        unsure = [
+            task_run for task_run in ids if task_run not in found or found[task_run].status not in TERMINAL
+        ]
+        if unsure:
+            found.update(self.runs.find_many(run.tenant_id, run.job_id, unsure))
         outputs = {parent: found.get(task_run) for parent, task_run in zip(parents, ids, strict=True)}
         return {parent: task.output if task is not None else None for parent, task in outputs.items()}
 

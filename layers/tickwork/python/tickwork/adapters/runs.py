@@ -201,39 +201,47 @@ class DynamoRunStore:
         return None
 
     # --- reads --------------------------------------------------------------------------------------------
-    def get(self, tenant_id: str, run_id: str) -> Run:
+    def get(self, tenant_id: str, run_id: str, *, consistent: bool = True) -> Run:
         child = parse_child_run_id(run_id)
         if child is not None:
-            return self._get_task(tenant_id, child)
+            return self._get_task(tenant_id, child, consistent=consistent)
         key = parse_run_id(run_id)
         if key is None:
             raise NotFound(f"run {run_id!r} not found", field="run_id")
         partition = tables.job_key(tenant_id, key.job_id)
         if key.manual is not None:
             pointer = self._get(
-                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.manual_pointer_key(key.manual)}
+                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.manual_pointer_key(key.manual)}, consistent
             )
             where = from_item(pointer)["run_sk"] if pointer else None
-            found = self._find_at({tables.RUNS_PK: partition, tables.RUNS_SK: where}) if where else None
+            found = (
+                self._find_at({tables.RUNS_PK: partition, tables.RUNS_SK: where}, consistent)
+                if where
+                else None
+            )
         else:
             assert key.fire_ms is not None
-            item = self._get({tables.RUNS_PK: partition, tables.RUNS_SK: tables.run_sort_key(key.fire_ms)})
+            item = self._get(
+                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.run_sort_key(key.fire_ms)}, consistent
+            )
             found = run_from_item(item) if item else None
         if found is None or found.tenant_id != tenant_id:
             raise NotFound(f"run {run_id!r} not found", field="run_id")
         return found
 
-    def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
-        """Scheduled runs of one job in one consistent query over their key range (they are usually
-        neighbours: this fire and the one before), else one read each; manual ones through their pointer,
-        a workflow's task runs in their workflow run's partition."""
+    def find_many(
+        self, tenant_id: str, job_id: str, run_ids: Sequence[str], *, consistent: bool = True
+    ) -> dict[str, Run]:
+        """Scheduled runs of one job in one query over their key range (they are usually neighbours: this
+        fire and the one before), else one read each; manual ones through their pointer, a workflow's task
+        runs in their workflow run's partition. Consistent reads unless ``consistent`` is False."""
         found: dict[str, Run] = {}
         scheduled: dict[str, str] = {}
         for run_id in run_ids:
             child = parse_child_run_id(run_id)
             if child is not None and child.parent.job_id == job_id:
                 with contextlib.suppress(NotFound):
-                    found[run_id] = self._get_task(tenant_id, child)
+                    found[run_id] = self._get_task(tenant_id, child, consistent=consistent)
                 continue
             key = parse_run_id(run_id)
             if key is None or key.job_id != job_id:
@@ -242,13 +250,13 @@ class DynamoRunStore:
                 scheduled[tables.run_sort_key(key.fire_ms)] = run_id
             else:
                 with contextlib.suppress(NotFound):
-                    found[run_id] = self.get(tenant_id, run_id)
+                    found[run_id] = self.get(tenant_id, run_id, consistent=consistent)
         if not scheduled:
             return found
         partition = tables.job_key(tenant_id, job_id)
         if len(scheduled) == 1:
             ((sort_key, run_id),) = scheduled.items()
-            item = self._get({tables.RUNS_PK: partition, tables.RUNS_SK: sort_key})
+            item = self._get({tables.RUNS_PK: partition, tables.RUNS_SK: sort_key}, consistent)
             if item:
                 found[run_id] = run_from_item(item)
             return found
@@ -259,7 +267,7 @@ class DynamoRunStore:
             ExpressionAttributeValues=to_item(
                 {":pk": partition, ":low": min(scheduled), ":high": max(scheduled)}
             ),
-            ConsistentRead=True,
+            ConsistentRead=consistent,
             Limit=RANGE_READ_LIMIT,
         )
         seen = set()
@@ -272,7 +280,7 @@ class DynamoRunStore:
             # Too many runs between them: read the rest one by one.
             for sort_key, run_id in scheduled.items():
                 if sort_key not in seen:
-                    item = self._get({tables.RUNS_PK: partition, tables.RUNS_SK: sort_key})
+                    item = self._get({tables.RUNS_PK: partition, tables.RUNS_SK: sort_key}, consistent)
                     if item:
                         found[run_id] = run_from_item(item)
         return found
@@ -551,13 +559,14 @@ class DynamoRunStore:
         tasks = [item for item in items if not item[tables.RUNS_SK]["S"].startswith("#")]
         return [run for run in map(run_from_item, tasks) if run.tenant_id == tenant_id]
 
-    def _get_task(self, tenant_id: str, child: ChildRunKey) -> Run:
+    def _get_task(self, tenant_id: str, child: ChildRunKey, *, consistent: bool = True) -> Run:
         """A task's run: its workflow run's sort key (a manual one's through its pointer), then the task."""
         parent = child.parent
         partition = tables.job_key(tenant_id, parent.job_id)
         if parent.manual is not None:
             pointer = self._get(
-                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.manual_pointer_key(parent.manual)}
+                {tables.RUNS_PK: partition, tables.RUNS_SK: tables.manual_pointer_key(parent.manual)},
+                consistent,
             )
             parent_sort_key = from_item(pointer)["run_sk"] if pointer else None
         else:
@@ -566,18 +575,18 @@ class DynamoRunStore:
         found = None
         if parent_sort_key is not None:
             tasks = tables.tasks_key(tenant_id, parent.job_id, parent_sort_key)
-            found = self._find_at({tables.RUNS_PK: tasks, tables.RUNS_SK: child.task_id})
+            found = self._find_at({tables.RUNS_PK: tasks, tables.RUNS_SK: child.task_id}, consistent)
         if found is None or found.tenant_id != tenant_id:
             raise NotFound(f"run {child.parent_run_id}/{child.task_id} not found", field="run_id")
         return found
 
-    def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
-        response = self.client.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=True)
+    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
+        response = self.client.get_item(TableName=self.table, Key=to_item(key), ConsistentRead=consistent)
         item: dict[str, Any] | None = response.get("Item")
         return item
 
-    def _find_at(self, key: dict[str, Any]) -> Run | None:
-        item = self._get(key)
+    def _find_at(self, key: dict[str, Any], consistent: bool = True) -> Run | None:
+        item = self._get(key, consistent)
         return run_from_item(item) if item else None
 
 

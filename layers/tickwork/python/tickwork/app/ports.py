@@ -246,8 +246,11 @@ class RunStore(Protocol):
     def get(self, tenant_id: str, run_id: str) -> Run:
         """Raises NotFound, also for another tenant's run."""
 
-    def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
-        """The stored runs among ``run_ids`` (all of one job), in as few consistent reads as it can."""
+    def find_many(
+        self, tenant_id: str, job_id: str, run_ids: Sequence[str], *, consistent: bool = True
+    ) -> dict[str, Run]:
+        """The stored runs among ``run_ids`` (all of one job), in as few reads as it can: consistent ones,
+        unless ``consistent`` is False (half the price; a read may miss a write of the last second)."""
 
     def tasks_of(self, tenant_id: str, run: Run) -> list[Run]:
         """The task runs of workflow run ``run`` that exist, in one read."""

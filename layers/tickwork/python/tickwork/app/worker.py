@@ -81,7 +81,13 @@ from tickwork.domain.models import (
 from tickwork.domain.pools import DEFAULT_POOL_WAIT_ALARM, pool_target_of
 from tickwork.domain.priority import message_priority
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
-from tickwork.domain.workflow import first_task_run, parse_child_run_id, task_job, task_of
+from tickwork.domain.workflow import (
+    first_task_run,
+    parse_child_run_id,
+    task_job,
+    task_message_state,
+    task_of,
+)
 from tickwork.errors import NotFound
 from tickwork.observability import logger
 
@@ -238,9 +244,14 @@ class Worker:
         # stored run: it is read first only when the message says it is stored (a retry, a manual run).
         before = owed_before(job, key, message, lane)
         known = laned or key.is_manual or message.attempt is not None or before is not None
-        records = self._records(job, lane, message.run_id, before) if known else {}
-        stored = records.get(message.run_id)
         child = parse_child_run_id(message.run_id)
+        if child is not None and message.attempt is None:
+            # A task's first message (or a second): its run is not read, its claim's conditional create tells
+            # which; its workflow run is, eventually consistent (an older read looks again).
+            records = self.runs.find_many(job.tenant_id, job.job_id, [child.parent_run_id], consistent=False)
+        else:
+            records = self._records(job, lane, message.run_id, before) if known else {}
+        stored = records.get(message.run_id)
         for _ in range(CLAIM_TRIES):
             now = self.clock()
             if stored is not None and stored.workflow and stored.status is RunStatus.RUNNING:
@@ -248,8 +259,14 @@ class Worker:
                 self.workflows.resume(job, stored, now)
                 return "workflow running: its unsent tasks sent"
             first = None
-            if child is not None and stored is None and child.parent_run_id in records:
-                first = first_task_run(records[child.parent_run_id], child.task_id, message, now)
+            if child is not None and stored is None:
+                workflow_run = records.get(child.parent_run_id)
+                state = task_message_state(workflow_run, message, now)
+                if state == "early":
+                    self.queue.send_later(message, 1)
+                    return "its workflow run read before its start: back in a second"
+                if state == "current" and workflow_run is not None:
+                    first = first_task_run(workflow_run, child.task_id, message, now)
             # The run to attempt now, what was done instead (a note), or RACED when the run changed meanwhile.
             decision = decide_arrival(job, lane, stored, records, message, key, now, first)
             verdict = self._carry_out(decision, message, job, lane, now)

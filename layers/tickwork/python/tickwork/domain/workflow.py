@@ -31,7 +31,7 @@ from tickwork.domain.models import (
     WorkflowTask,
     parse_run_id,
 )
-from tickwork.domain.timeutil import from_epoch_ms
+from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 
 TaskOutcome = Literal["succeeded", "failed", "skipped", "cancelled"]
 """How a task ended: ``failed`` covers FAILED, DEAD and ABANDONED."""
@@ -319,14 +319,35 @@ def task_job(job: Job, task: WorkflowTask) -> Job:
     return viewed.as_task_of(workflow)
 
 
-def first_task_run(workflow_run: Run, task_id: str, message: RunMessage, now: datetime) -> Run | None:
-    """A task's run before its first write (its claim), from its workflow run as read; None when the message
-    is stale: the workflow run is not running, or running another go than the one the message was sent for
-    (a task of an earlier go, reset by a retry, is started by its parents' ends in the new one)."""
-    if workflow_run.status is not RunStatus.RUNNING or not workflow_run.workflow:
-        return None
-    if (message.go or 0) != workflow_run.manual_retries:
-        return None
+TaskMessageState = Literal["current", "stale", "early"]
+"""A task's first message, against its workflow run as read: of the go it is running (``current``), of a go
+that is over (``stale``: dropped), or read before its workflow run's start was (``early``: the read was
+eventually consistent, and misses a write of the last second; it looks again)."""
+EARLY_READ_WINDOW_MS = 60_000
+"""A task's message sent longer ago than this whose workflow run is not found is stale, not early."""
+
+
+def task_message_state(workflow_run: Run | None, message: RunMessage, now: datetime) -> TaskMessageState:
+    """Where a task's first message stands, from its workflow run read eventually consistently (None: not
+    found). Its tasks are sent once the run is RUNNING in their go, and a run's go only grows: a run read in
+    an earlier go, or not yet RUNNING in the message's, or not found, is an older read than the send (unless
+    the message is old: then the run is gone)."""
+    go = message.go or 0
+    if workflow_run is None:
+        sent = message.sent_at if message.sent_at is not None else 0
+        return "early" if to_epoch_ms(now) - sent < EARLY_READ_WINDOW_MS else "stale"
+    if workflow_run.manual_retries > go:
+        return "stale"
+    if workflow_run.manual_retries < go or workflow_run.status in (RunStatus.PLANNED, RunStatus.ENQUEUED):
+        return "early"
+    if workflow_run.status is RunStatus.RUNNING and workflow_run.workflow:
+        return "current"
+    return "stale"
+
+
+def first_task_run(workflow_run: Run, task_id: str, message: RunMessage, now: datetime) -> Run:
+    """A task's run before its first write (its claim), from its workflow run (read RUNNING in the message's
+    go: :func:`task_message_state` says ``current``)."""
     sent = from_epoch_ms(message.sent_at) if message.sent_at is not None else None
     return Run(
         run_id=child_run_id(workflow_run.run_id, task_id),

@@ -381,7 +381,9 @@ class FakeRunStore:
             raise NotFound(f"run {run_id!r} not found", field="run_id")
         return run
 
-    def find_many(self, tenant_id: str, job_id: str, run_ids: Sequence[str]) -> dict[str, Run]:
+    def find_many(
+        self, tenant_id: str, job_id: str, run_ids: Sequence[str], *, consistent: bool = True
+    ) -> dict[str, Run]:
         with self.lock:
             return {
                 run_id: self.runs[(tenant_id, run_id)]
