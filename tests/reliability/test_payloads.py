@@ -223,7 +223,8 @@ def test_the_largest_job_fits_a_dynamodb_item_and_is_delivered_whole(
     read = local_api.request("GET", f"/v1/jobs/{created.body['job_id']}", token=ACME)
     request = deliver_now(engine, created.body["job_id"])
     # Then the stored item is under DynamoDB's 400 KB, and the job reads back and is delivered unchanged
-    (item,) = [item for item in scan_all(dynamodb, tables.JOBS.default_name) if "spec" in item]
+    jobs = scan_all(dynamodb, tables.JOBS.default_name)
+    (item,) = [item for item in jobs if "spec" in item or "spec_z" in item]
     assert item_size(item) < 400 * 1000, item_size(item)
     assert (read.status, read.body["payload"], read.body["target"]["headers"]) == (
         200,
