@@ -748,3 +748,41 @@ def race_a_cancel(engine: Engine, pools: Any, workflow: Flow) -> None:
     errors = at_once(lambda: pools.cancel("acme", workflow.run_id), handle("left"), handle("right"))
     assert all(error is None or "ended" in str(error) for error in errors), errors
     settle(engine, workflow)
+
+
+def test_a_pool_tasks_complete_whose_childrens_sends_failed_has_them_sent_by_its_own_message(
+    engine: Engine, ledger: Ledger
+) -> None:
+    from tickwork.domain.pools import ClaimRequest, CompleteRequest
+
+    # Given crunch (a pool task) -> publish, crunch claimed by a worker of the pool
+    tasks = [
+        {"id": "crunch", "target": {"type": "pool", "pool": "gpu"}},
+        {"id": "publish", "target": engine.http("/pool-unsent/publish"), "depends_on": ["crunch"]},
+    ]
+    at = engine.clock()
+    job_id = engine.create(
+        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
+    ).job.job_id
+    workflow = Flow(job_id, scheduled_run_id(job_id, at), ("crunch", "publish"), at)
+    engine.drain()
+    pools = engine.runtime.pools
+    [claimed] = pools.claim("acme", "gpu", ClaimRequest(worker_id="w1", max_runs=1, wait_seconds=0))
+    assert claimed.run.lease_token is not None
+    # When its complete's send of publish's message fails (SQS refusing batches), the call answered
+    faults = FaultInjector([FaultRule("sqs", frozenset({"SendMessageBatch"}), 1.0, ("throttle",))])
+    faults.install(engine.sqs)
+    try:
+        done = pools.complete(
+            "acme", claimed.run.run_id, CompleteRequest(lease_token=claimed.run.lease_token, output={"n": 1})
+        )
+    finally:
+        faults.uninstall(engine.sqs)
+    assert done.status is RunStatus.SUCCEEDED
+    assert "publish" not in task_runs(engine, workflow)
+    # Then crunch's own message, a few seconds later, sends it: publish runs once, the run ends once
+    settle(engine, workflow)
+    [publish] = engine.receiver.for_path("/pool-unsent/publish")
+    assert publish.json()["parents"] == {"crunch": {"n": 1}}
+    assert stored(engine, workflow.run_id).status is RunStatus.SUCCEEDED
+    assert Counter(ledger.ends) == {"crunch": 1, "publish": 1}

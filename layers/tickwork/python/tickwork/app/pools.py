@@ -25,7 +25,7 @@ from tickwork.app.attempt import Attempts
 from tickwork.app.lifecycle import RunLifecycle, lag_ms
 from tickwork.app.ports import Clock, JobStore, Metrics, RunStore
 from tickwork.domain.lifecycle import TERMINAL, WAITING
-from tickwork.domain.models import Attempt, Job, Run, RunStatus
+from tickwork.domain.models import Attempt, Job, Run, RunMessage, RunStatus
 from tickwork.domain.pools import (
     ClaimRequest,
     CompleteRequest,
@@ -41,7 +41,7 @@ from tickwork.domain.pools import (
 )
 from tickwork.domain.retry import OutcomeClass
 from tickwork.domain.workflow import parse_child_run_id, task_job, task_of
-from tickwork.errors import InvalidState, LeaseLost, NotFound
+from tickwork.errors import InvalidState, LeaseLost, NotFound, TaskMessagesUnsent
 from tickwork.observability import logger
 from tickwork.targets.result import TargetResult, success
 
@@ -49,6 +49,8 @@ from tickwork.targets.result import TargetResult, success
 POLL_EVERY = timedelta(milliseconds=500)
 # A claim reads a few more waiting runs than it wants: others' claims may take some first.
 CLAIM_READ_EXTRA = 5
+# A pool task whose children's messages were not sent at its end: its own message comes this much later.
+UNSENT_CHILDREN_AGAIN_SECONDS = 5
 # A call whose conditional write lost to another (a heartbeat racing a complete) reads again this often.
 WRITE_TRIES = 5
 # A webhook's 202 is recorded just after the webhook answered, so a call it makes at once may come first: a
@@ -326,7 +328,14 @@ class PoolService:
             return None
 
     def _after(self, job: Job, stored: Run) -> None:
-        self.after_end(Ended(job, stored, hand_on=stored.status in TERMINAL))
+        try:
+            self.after_end(Ended(job, stored, hand_on=stored.status in TERMINAL))
+        except TaskMessagesUnsent:
+            # A workflow task's end is written, its children's messages not sent, and no message of its own
+            # will come back to send them (its end came by this call): one is sent, a duplicate delivery
+            # in a few seconds, which sends the children it settled that have no run.
+            message = RunMessage(tenant_id=stored.tenant_id, run_id=stored.run_id)
+            self.after_end.queue.send_later(message, UNSENT_CHILDREN_AGAIN_SECONDS)
 
 
 def _runs_as(run: Run) -> str:
