@@ -30,6 +30,18 @@ def failed_workflow(engine: Engine, name: str, tasks: list[dict[str, Any]], **fi
     return run
 
 
+def failed_chain(engine: Engine, name: str, broken: list[int], *, last: bool = True) -> Run:
+    """first -> broken (its target answering ``broken``'s statuses in turn) [-> last], run until it failed."""
+    engine.receiver.script[f"/{name}-broken"] = broken
+    hook = engine.http
+    tasks = [
+        {"id": "first", "target": hook(f"/{name}-first")},
+        {"id": "broken", "target": hook(f"/{name}-broken"), "depends_on": ["first"]},
+        *([{"id": "last", "target": hook(f"/{name}-last"), "depends_on": ["broken"]}] if last else []),
+    ]
+    return failed_workflow(engine, name, tasks)
+
+
 def statuses(engine: Engine, run: Run) -> dict[str, RunStatus]:
     return {task.run_id.rsplit("/", 1)[1]: task.status for task in engine.runtime.runs.tasks_of("acme", run)}
 
@@ -136,14 +148,7 @@ def test_a_retry_under_fail_fast_runs_the_cancelled_tasks_too(engine: Engine) ->
 
 
 def test_a_run_that_fails_again_can_be_retried_again(engine: Engine) -> None:
-    engine.receiver.script["/again-broken"] = [404, 404, 200]
-    hook = engine.http
-    tasks = [
-        {"id": "first", "target": hook("/again-first")},
-        {"id": "broken", "target": hook("/again-broken"), "depends_on": ["first"]},
-        {"id": "last", "target": hook("/again-last"), "depends_on": ["broken"]},
-    ]
-    run = failed_workflow(engine, "again", tasks)
+    run = failed_chain(engine, "again", [404, 404, 200])
 
     retry(engine, run)
     engine.drain()
@@ -213,14 +218,7 @@ def test_racing_retries_reopen_the_run_once_and_start_each_task_once(engine: Eng
 
 def test_a_retry_interrupted_after_its_fan_in_write_is_finished_by_the_next(engine: Engine) -> None:
     # Given a retry whose API process died after writing the new go's ends, before reopening the run
-    engine.receiver.script["/cut-broken"] = [404, 200]
-    hook = engine.http
-    tasks = [
-        {"id": "first", "target": hook("/cut-first")},
-        {"id": "broken", "target": hook("/cut-broken"), "depends_on": ["first"]},
-        {"id": "last", "target": hook("/cut-last"), "depends_on": ["broken"]},
-    ]
-    run = failed_workflow(engine, "cut", tasks)
+    run = failed_chain(engine, "cut", [404, 200])
     job = engine.runtime.jobs.get("acme", run.job_id)
     ends = engine.runtime.task_ends
     reopened = run.model_copy(update={"manual_retries": 1})
@@ -239,13 +237,7 @@ def test_a_retry_interrupted_after_its_fan_in_write_is_finished_by_the_next(engi
 
 def test_a_stale_retry_cannot_reopen_a_later_failure(engine: Engine) -> None:
     # Given a retry that read the run's first failure, and another retry that ran meanwhile and failed again
-    engine.receiver.script["/stale-broken"] = [404]
-    hook = engine.http
-    tasks = [
-        {"id": "first", "target": hook("/stale-first")},
-        {"id": "broken", "target": hook("/stale-broken"), "depends_on": ["first"]},
-    ]
-    run = failed_workflow(engine, "stale", tasks)
+    run = failed_chain(engine, "stale", [404], last=False)
     job = engine.runtime.jobs.get("acme", run.job_id)
     retry(engine, run)
     engine.drain()
@@ -263,14 +255,7 @@ def test_a_stale_retry_cannot_reopen_a_later_failure(engine: Engine) -> None:
 
 
 def test_duplicate_deliveries_of_a_retrys_start_start_each_task_once(engine: Engine) -> None:
-    engine.receiver.script["/dup-broken"] = [404, 200]
-    hook = engine.http
-    tasks = [
-        {"id": "first", "target": hook("/dup-first")},
-        {"id": "broken", "target": hook("/dup-broken"), "depends_on": ["first"]},
-        {"id": "last", "target": hook("/dup-last"), "depends_on": ["broken"]},
-    ]
-    run = failed_workflow(engine, "dup", tasks)
+    run = failed_chain(engine, "dup", [404, 200])
     retry(engine, run)
     # the reopened run's message delivered three times, and the old task messages again
     for _ in range(2):

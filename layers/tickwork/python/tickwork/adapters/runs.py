@@ -146,14 +146,7 @@ class DynamoRunStore:
             request["ExpressionAttributeNames"] = names
         if values:
             request["ExpressionAttributeValues"] = values
-        try:
-            self.client.put_item(**request)
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
-            old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-            return Written(False, run_from_item(old) if old else None)
-        return Written(True)
+        return _written(lambda: self.client.put_item(**request))
 
     def delete(self, run: Run, expect: Expect) -> Written:
         update = Update()
@@ -164,14 +157,7 @@ class DynamoRunStore:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **update.expression(),
         }
-        try:
-            self.client.delete_item(**request)
-        except ClientError as error:
-            if not is_conditional_failure(error):
-                raise
-            old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
-            return Written(False, run_from_item(old) if old else None)
-        return Written(True)
+        return _written(lambda: self.client.delete_item(**request))
 
     def _claim_pointer(self, run: Run, manual: str) -> dict[str, Any] | None:
         """A manual run's id names no time: a pointer item holds where its run item is. Claiming it makes
@@ -588,6 +574,18 @@ class DynamoRunStore:
     def _find_at(self, key: dict[str, Any], consistent: bool = True) -> Run | None:
         item = self._get(key, consistent)
         return run_from_item(item) if item else None
+
+
+def _written(write: Callable[[], object]) -> Written:
+    """A conditional write's outcome: written, or not, with the item it found (its ALL_OLD)."""
+    try:
+        write()
+    except ClientError as error:
+        if not is_conditional_failure(error):
+            raise
+        old: dict[str, Any] | None = error.response.get("Item")  # type: ignore[assignment]
+        return Written(False, run_from_item(old) if old else None)
+    return Written(True)
 
 
 def _json_text(value: Any) -> str:

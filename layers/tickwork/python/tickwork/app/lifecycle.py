@@ -80,16 +80,13 @@ class RunLifecycle:
         """A re-run by hand of an ended run: PLANNED again, for a new attempt under the same run id. Written
         only while it is stored as read and re-run as often: a retry that read an earlier end of the run
         cannot re-run a later one."""
-        reopened = _reopened(run, now)
-        expect = replace(Expect.at(run), manual_retries=run.manual_retries)
-        return reopened, self._move(reopened, expect, was=run.status)
+        return self._reopen(run, _reopened(run, now))
 
     def rerun_task(self, task_run: Run, workflow_run: Run, now: datetime) -> tuple[Run, Written]:
         """A task that failed in an earlier go of its workflow run, run again in this one (the workflow run's
         retry): PLANNED as :meth:`rerun` makes it, its attempts kept, now of this go."""
         reopened = _reopened(task_run, now).model_copy(update={"workflow_retry": workflow_run.manual_retries})
-        expect = replace(Expect.at(task_run), manual_retries=task_run.manual_retries)
-        return reopened, self._move(reopened, expect, was=task_run.status)
+        return self._reopen(task_run, reopened)
 
     def forget_task(self, task_run: Run) -> Written:
         """The run of a task that ended in an earlier go of its workflow run, deleted for the workflow run's
@@ -270,6 +267,11 @@ class RunLifecycle:
     def dead_letter_paid(self, run: Run) -> None:
         """The run's dead letter is in its queue: the debt is cleared (the run stays DEAD)."""
         self._keep(run, run.model_copy(update={"dead_letter_owed": False}))
+
+    def _reopen(self, ended: Run, reopened: Run) -> tuple[Run, Written]:
+        """An ended run PLANNED again, if stored as read and re-run as often as read."""
+        expect = replace(Expect.at(ended), manual_retries=ended.manual_retries)
+        return reopened, self._move(reopened, expect, was=ended.status)
 
     # --- the two kinds of write ---------------------------------------------------------------------------
     def _move(self, run: Run, expect: Expect, *, was: RunStatus | None) -> Written:
