@@ -4,6 +4,7 @@ own job would be, and its end starts (or skips) the children it settles, each on
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -37,6 +38,14 @@ def diamond(engine: Engine, *, transform_b_path: str = "/transform_b", rule: str
     }
     schedule = {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
     return engine.create(schedule=schedule, target=workflow).job.job_id
+
+
+def once_workflow(engine: Engine, tasks: list[dict[str, Any]], **fields: Any) -> tuple[str, datetime]:
+    """A one-time workflow job of ``tasks`` due now; (its id, its fire time). The first drain runs it."""
+    at = engine.clock()
+    workflow = {"type": "workflow", "tasks": tasks, **fields}
+    job_id = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=workflow).job.job_id
+    return job_id, at
 
 
 def start(engine: Engine, job_id: str) -> Run:
@@ -124,11 +133,7 @@ def test_a_workflow_jobs_fire_runs_its_tasks_and_ends_with_them(engine: Engine) 
         {"id": "transform_b", "target": hook("/wf-b"), "depends_on": ["extract"]},
         {"id": "load", "target": hook("/wf-load"), "depends_on": ["transform_a", "transform_b"]},
     ]
-    at = engine.clock()
-    created = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    )
-    job_id = created.job.job_id
+    job_id, at = once_workflow(engine, tasks)
 
     # When its fire is delivered and every task's message after it
     engine.drain()
@@ -152,10 +157,7 @@ def test_a_workflow_run_with_a_failed_task_ends_failed_and_cancels_what_had_not_
         {"id": "transform_b", "target": hook("/wf2-b"), "depends_on": ["extract"]},
         {"id": "load", "target": hook("/wf2-load"), "depends_on": ["transform_b"]},
     ]
-    at = engine.clock()
-    job_id = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    ).job.job_id
+    job_id, at = once_workflow(engine, tasks)
     engine.drain()
     workflow_run = engine.run("acme", scheduled_run_id(job_id, at))
     assert workflow_run.status is RunStatus.FAILED
@@ -183,10 +185,7 @@ def test_a_tasks_envelope_carries_its_parents_outputs(engine: Engine) -> None:
         {"id": "count", "target": hook("/out-count")},
         {"id": "report", "target": hook("/out-report"), "depends_on": ["extract", "count"]},
     ]
-    at = engine.clock()
-    job_id = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    ).job.job_id
+    job_id, at = once_workflow(engine, tasks)
 
     engine.drain()
 
@@ -220,9 +219,7 @@ def test_fail_fast_cancels_what_has_not_started_and_continue_runs_what_still_can
         {"id": "clean", "target": hook(path("clean")), "depends_on": ["extract"]},
         {"id": "after_clean", "target": hook(path("after_clean")), "depends_on": ["clean"]},
     ]
-    at = engine.clock()
-    workflow = {"type": "workflow", "tasks": tasks, "failure_mode": failure_mode}
-    job_id = engine.create(schedule={"type": "once", "at": at.isoformat()}, target=workflow).job.job_id
+    job_id, at = once_workflow(engine, tasks, failure_mode=failure_mode)
 
     engine.drain()
 
@@ -252,10 +249,7 @@ def test_a_workflow_run_is_shown_with_its_tasks(engine: Engine) -> None:
         {"id": "broken", "target": hook("/show-b"), "depends_on": ["extract"]},
         {"id": "load", "target": hook("/show-c"), "depends_on": ["broken"]},
     ]
-    at = engine.clock()
-    job_id = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    ).job.job_id
+    job_id, at = once_workflow(engine, tasks)
     engine.drain()
 
     run_id = scheduled_run_id(job_id, at)
@@ -289,10 +283,7 @@ def test_a_pool_task_is_claimed_by_its_pool_and_its_output_reaches_its_children(
         {"id": "crunch", "target": {"type": "pool", "pool": "gpu"}, "payload": {"n": 3}},
         {"id": "publish", "target": hook("/pool-wf-publish"), "depends_on": ["crunch"]},
     ]
-    at = engine.clock()
-    job_id = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    ).job.job_id
+    job_id, at = once_workflow(engine, tasks)
     engine.drain()
     pools = engine.runtime.pools
 
@@ -316,10 +307,7 @@ def test_a_cancelled_workflow_run_cancels_its_tasks_not_started_and_ends_cancell
         {"id": "crunch", "target": {"type": "pool", "pool": "cancel-me"}},
         {"id": "publish", "target": engine.http("/cancel-publish"), "depends_on": ["crunch"]},
     ]
-    at = engine.clock()
-    job_id = engine.create(
-        schedule={"type": "once", "at": at.isoformat()}, target={"type": "workflow", "tasks": tasks}
-    ).job.job_id
+    job_id, at = once_workflow(engine, tasks)
     engine.drain()
     run_id = scheduled_run_id(job_id, at)
     assert engine.run("acme", run_id).status is RunStatus.RUNNING  # crunch waits in its pool
