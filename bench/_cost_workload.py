@@ -60,12 +60,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 from bench._common import AwsClock
 from bench._cost_meter import Meter, Tally
 from infra.config import StageConfig
+
+if TYPE_CHECKING:
+    from tickwork.domain.models import Run
 
 START = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 """The first fire of every job."""
@@ -700,8 +703,6 @@ class Workload:
     def check(self) -> None:
         """The window did what it says: one planning cycle whose ticks planned the cycle's runs, the metered
         worker ran its share of them (the rest were drained), each SUCCEEDED at its first attempt."""
-        from tickwork import tables
-        from tickwork.adapters.runs import run_from_item
         from tickwork.domain.models import RunStatus
 
         planned, expected = self.shape.planned, self.shape.expected_runs
@@ -715,10 +716,21 @@ class Workload:
                 f"{self.shape.name}: {self.runs} runs metered and {self.skipped} drained, "
                 f"expected {expected} of {planned}"
             )
-        worker_end = WORKER_START + timedelta(seconds=self.shape.worker_seconds)
+        statuses: Counter[str] = Counter()
+        for run in self.window_runs(WORKER_START + timedelta(seconds=self.shape.worker_seconds)):
+            good = run.status is RunStatus.SUCCEEDED and run.attempt == 1
+            statuses["ok" if good else f"{run.status.value}/{run.attempt}"] += 1
+        if dict(statuses) != {"ok": expected}:
+            raise RuntimeError(f"{self.shape.name}: runs in the window ended {dict(statuses)}")
+
+    def window_runs(self, worker_end: datetime) -> list[Run]:
+        """The jobs' runs scheduled in the metered window (the ticks' phase inside it), read consistently."""
+        from tickwork import tables
+        from tickwork.adapters.runs import run_from_item
+
         low = tables.run_sort_key(int((WORKER_START + TICK_PHASE).timestamp() * 1000))
         high = tables.run_sort_key(int((worker_end - TICK_PHASE).timestamp() * 1000))
-        statuses: Counter[str] = Counter()
+        runs: list[Run] = []
         for job_id in self.job_ids:
             pages = self.peek.get_paginator("query").paginate(
                 TableName=tables.RUNS.default_name,
@@ -730,13 +742,8 @@ class Workload:
                 },
                 ConsistentRead=True,
             )
-            for page in pages:
-                for item in page["Items"]:
-                    run = run_from_item(item)
-                    good = run.status is RunStatus.SUCCEEDED and run.attempt == 1
-                    statuses["ok" if good else f"{run.status.value}/{run.attempt}"] += 1
-        if dict(statuses) != {"ok": expected}:
-            raise RuntimeError(f"{self.shape.name}: runs in the window ended {dict(statuses)}")
+            runs += [run_from_item(item) for page in pages for item in page["Items"]]
+        return runs
 
     def result(self, wall_s: float) -> dict[str, Any]:
         return {

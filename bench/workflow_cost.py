@@ -46,7 +46,6 @@ from typing import Any
 from bench._common import ROOT, read_blocks, write_blocks
 from bench._cost_workload import (
     CYCLE_TICKS,
-    TICK_PHASE,
     WORKER_START,
     Shape,
     Workload,
@@ -254,32 +253,15 @@ class WorkflowWorkload(Workload):
     def check(self) -> None:
         """The window planned the cycle's workflow runs once; every metered workflow run SUCCEEDED with all
         its tasks, each SUCCEEDED at its first attempt; the metered worker handled exactly their messages."""
-        from tickwork import tables
-        from tickwork.adapters.runs import run_from_item
 
         assert isinstance(self.shape, WorkflowShape)
         planning = [count for count in self.planned if count]
         if len(self.planned) != CYCLE_TICKS or len(planning) != 1 or self.planned[0] != self.shape.planned:
             raise RuntimeError(f"{self.shape.dag}: the window's ticks planned {self.planned}")
-        low = tables.run_sort_key(int((WORKER_START + TICK_PHASE).timestamp() * 1000))
-        high = tables.run_sort_key(int((self.worker_end - TICK_PHASE).timestamp() * 1000))
-        items = []
-        for job_id in self.job_ids:
-            pages = self.peek.get_paginator("query").paginate(
-                TableName=tables.RUNS.default_name,
-                KeyConditionExpression="pk = :pk AND sk BETWEEN :low AND :high",
-                ExpressionAttributeValues={
-                    ":pk": {"S": tables.job_key(self._tenant, job_id)},
-                    ":low": {"S": low},
-                    ":high": {"S": high},
-                },
-                ConsistentRead=True,
-            )
-            items += [item for page in pages for item in page["Items"]]
+        runs = self.window_runs(self.worker_end)
         statuses: Counter[str] = Counter()
         tasks = 0
-        for item in items:
-            run = run_from_item(item)
+        for run in runs:
             statuses[f"workflow {run.status.value}{'' if run.workflow else ' (not a workflow run)'}"] += 1
             for task in self.runtime.runs.tasks_of(self._tenant, run):
                 statuses[f"task {task.status.value}/{task.attempt}"] += 1
@@ -290,11 +272,11 @@ class WorkflowWorkload(Workload):
         }
         if dict(statuses) != expected:
             raise RuntimeError(f"{self.shape.dag}: runs in the window ended {dict(statuses)}, not {expected}")
-        if self.runs != len(items) + tasks:
+        if self.runs != len(runs) + tasks:
             raise RuntimeError(
-                f"{self.shape.dag}: {self.runs} messages metered for {len(items)} + {tasks} runs"
+                f"{self.shape.dag}: {self.runs} messages metered for {len(runs)} + {tasks} runs"
             )
-        self.workflow_runs, self.task_runs = len(items), tasks
+        self.workflow_runs, self.task_runs = len(runs), tasks
 
     def result(self, wall_s: float) -> dict[str, Any]:
         assert isinstance(self.shape, WorkflowShape)
