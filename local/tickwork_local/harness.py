@@ -261,17 +261,20 @@ class Pump:
     def once(self) -> int:
         """One pass: receive once (from the first queue of ``serve_order`` with messages), deliver what came;
         returns how many messages it handled."""
+        messages, queue_url = self.next_batch()
+        self.deliver(messages, queue_url)
+        return len(messages)
+
+    def next_batch(self) -> tuple[list[Message], str]:
+        """One receive (from the first queue of ``serve_order`` with messages): the batch and its queue."""
         if self.serve_order is None:
-            messages = self.receive()
-            self.deliver(messages)
-            return len(messages)
+            return self.receive(), self.queue_url
         queue_urls = list(self.serve_order())
         for position, queue_url in enumerate(queue_urls):
             messages = self.receive(queue_url, wait=position == len(queue_urls) - 1)
             if messages:
-                self.deliver(messages, queue_url)
-                return len(messages)
-        return 0
+                return messages, queue_url
+        return [], self.queue_url
 
     def drain(self, rounds: int | None = None) -> int:
         """Passes until a receive finds nothing (at most ``rounds`` of them); returns how many messages."""
@@ -285,15 +288,55 @@ class Pump:
             handled += count
         return handled
 
-    def poll(self, stopped: Callable[[], bool], *, pause: Callable[[float], object] = time.sleep) -> None:
+    def poll(
+        self,
+        stopped: Callable[[], bool],
+        *,
+        pause: Callable[[float], object] = time.sleep,
+        in_flight: int = 1,
+    ) -> None:
         """One poller: passes until ``stopped()``. A pass that fails is logged, and the poller waits a second
-        (``pause``) before the next."""
-        while not stopped():
+        (``pause``) before the next. With ``in_flight`` above one, the poller receives again while up to that
+        many of its batches are being handled, each by an invocation of its own, as the event source mapping
+        scales its invocations out (a batch that waits for its fires holds no other back); it returns once
+        they have all ended."""
+        if in_flight <= 1:
+            while not stopped():
+                try:
+                    self.once()
+                except Exception:
+                    logging.getLogger("tickwork").exception("worker poll failed")
+                    pause(1.0)
+            return
+        free = threading.BoundedSemaphore(in_flight)
+        invocations: list[threading.Thread] = []
+
+        def invoke(messages: list[Message], queue_url: str) -> None:
             try:
-                self.once()
+                self.deliver(messages, queue_url)
             except Exception:
+                logging.getLogger("tickwork").exception("worker invocation failed")
+            finally:
+                free.release()
+
+        while not stopped():
+            if not free.acquire(timeout=1.0):
+                continue
+            try:
+                messages, queue_url = self.next_batch()
+            except Exception:
+                free.release()
                 logging.getLogger("tickwork").exception("worker poll failed")
                 pause(1.0)
+                continue
+            if not messages:
+                free.release()
+                continue
+            invocation = threading.Thread(target=invoke, args=(messages, queue_url), daemon=True)
+            invocation.start()
+            invocations = [thread for thread in invocations if thread.is_alive()] + [invocation]
+        for invocation in invocations:
+            invocation.join()
 
     def start(
         self,

@@ -38,6 +38,11 @@ LOCAL_REGION = "us-east-1"
 LOCAL_HORIZON_SECONDS = 10  # moto's SQS sends slow down as delayed messages pile up: keep few in flight
 LOCAL_DUE_SHARDS = 2  # one machine needs no spread of index writes: fewer queries per tick
 LOCAL_ATTENTION_SHARDS = 1
+# Messages arrive this long before their fires, so a burst's runs are all read before it (nothing is paid for
+# the wait here); the worker holds a message up to a second more than this.
+LOCAL_SEND_LEAD_MS = 2000
+# Past this many worker invocations at once, the pollers hand batches to invocations of their own.
+MAX_POLLERS = 4
 SNAPSHOT_FILE = "tables.json"
 # The snapshot's entry for the queues' messages: a name no DynamoDB table can have.
 QUEUES_KEY = "sqs:queues"
@@ -354,6 +359,7 @@ class LocalStack:
             TICKWORK_PLANNER_HORIZON_SECONDS=os.environ.get(
                 "TICKWORK_PLANNER_HORIZON_SECONDS", str(LOCAL_HORIZON_SECONDS)
             ),
+            TICKWORK_SEND_LEAD_MS=os.environ.get("TICKWORK_SEND_LEAD_MS", str(LOCAL_SEND_LEAD_MS)),
             TICKWORK_DUE_SHARDS=str(LOCAL_DUE_SHARDS),
             TICKWORK_ATTENTION_SHARDS=str(LOCAL_ATTENTION_SHARDS),
         )
@@ -662,7 +668,19 @@ class LocalStack:
             # The three priorities' queues, served in the priority order (tickwork_local.priorities).
             serve_order=ServeOrder(current.queue_urls, poller=index),
         )
-        pump.poll(lambda: self.stop.is_set() or stop.is_set(), pause=self.stop.wait)
+        pump.poll(
+            lambda: self.stop.is_set() or stop.is_set(), pause=self.stop.wait, in_flight=self.in_flight(index)
+        )
+
+    def pollers(self) -> int:
+        """Pollers of the run queues: one per invocation up to MAX_POLLERS; past that, each poller hands its
+        batches to invocations of their own (:meth:`in_flight`)."""
+        return min(self.workers, MAX_POLLERS)
+
+    def in_flight(self, poller: int) -> int:
+        """How many of ``poller``'s batches may be handled at once: the stack's ``workers`` shared out."""
+        share, extra = divmod(self.workers, self.pollers())
+        return share + (1 if poller < extra else 0)
 
     def index_loop(self) -> None:
         from functions.indexer.handler import handle
@@ -756,7 +774,7 @@ class LocalStack:
             self.worker_starts += 1
             self.worker_threads = [
                 self.spawn(self.worker_loop, f"tickwork-worker-{self.worker_starts}-{index}", index)
-                for index in range(self.workers)
+                for index in range(self.pollers())
             ]
 
     def stop_workers(self, timeout: float = 30.0) -> bool:

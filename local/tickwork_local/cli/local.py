@@ -134,10 +134,10 @@ def local(
         int,
         typer.Option(
             min=1,
-            help="how many worker invocations run at once, each polling the run queue, as the event source"
-            " mapping's concurrency",
+            help="how many worker invocations run at once, as the event source mapping's concurrency (up to 4"
+            " pollers share the run queues; each hands its batches to invocations of their own)",
         ),
-    ] = 4,
+    ] = 100,
     batch_size: Annotated[
         int,
         typer.Option(

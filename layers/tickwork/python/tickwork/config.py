@@ -38,6 +38,10 @@ class Settings(BaseModel):
     pool_wait_alarm_seconds: int = Field(900, ge=60, le=43_200)
     """A run waiting this long in its pool for a claim is counted (``PoolRunsWaitingLong``), then again
     after each further wait of as long."""
+    # How long before its fire a run's message is timed to arrive: the worker reads what the run needs
+    # meanwhile, so that at the fire only the claim and the call are left. Each millisecond is paid as
+    # waiting Lambda time on AWS; the local stack, where nothing is paid, uses a longer one.
+    send_lead_ms: int = Field(50, ge=0, le=10_000)
     # Records of a worker's batch handled at once, one thread per job (tickwork.batches).
     worker_parallelism: int = Field(10, ge=1, le=100)
     allow_private_targets: bool = False
@@ -70,6 +74,10 @@ class Settings(BaseModel):
     @property
     def planner_horizon(self) -> timedelta:
         return timedelta(seconds=self.planner_horizon_seconds)
+
+    @property
+    def send_lead(self) -> timedelta:
+        return timedelta(milliseconds=self.send_lead_ms)
 
     @property
     def pool_wait_alarm(self) -> timedelta:

@@ -29,6 +29,7 @@ from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.task_ends import DynamoTaskEnds
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.adapters.throttles import DynamoTenantThrottles
+from tickwork.app.at_fire import CallsFirst
 from tickwork.app.flow import FlowReader
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
@@ -259,6 +260,7 @@ class Runtime:
             metrics=self.metrics,
             horizon=self.settings.planner_horizon,
             lookahead=self.settings.planner_lookahead,
+            lead=self.settings.send_lead,
         )
 
     @cached_property
@@ -304,6 +306,7 @@ class Runtime:
     def service(self) -> JobService:
         return JobService(
             jobs=self.jobs,
+            lanes=self.lanes,
             runs=self.runs,
             index=self.index,
             tenants=self.tenants,
@@ -392,10 +395,18 @@ class Runtime:
             clock=clock,
             sleep=sleep,
             worker_id=worker_id or self.worker_id,
+            lead=self.settings.send_lead,
+            # Shared by the process's workers on its clock; a worker on a clock of its own has its own.
+            calls_first=self.calls_first if clock is _utcnow else CallsFirst(clock),
             lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
             pool_wait_alarm=self.settings.pool_wait_alarm,
             task_ends=self.task_ends,
         )
+
+    @cached_property
+    def calls_first(self) -> CallsFirst:
+        """One for the process: every worker's runs read ahead are called before their records."""
+        return CallsFirst(_utcnow)
 
     @cached_property
     def task_ends(self) -> DynamoTaskEnds:

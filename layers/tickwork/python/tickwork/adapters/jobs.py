@@ -21,7 +21,7 @@ from tickwork.adapters.dynamo import (
     update_if,
 )
 from tickwork.adapters.expressions import Update
-from tickwork.adapters.lanes import lane_from_item
+from tickwork.adapters.lanes import lane_from_item, lane_move
 from tickwork.app.ports import Page
 from tickwork.domain.flow import MAX_KEYS_KEPT, key_entry, keys_of
 from tickwork.domain.lanes import Lane
@@ -125,20 +125,10 @@ class DynamoJobStore:
             raise
 
     def save(self, job: Job, *, expected_version: int, previous_name: str | None = None) -> None:
+        """The job as changed (an edit, a pause, a resume), with its lane moved in the same transaction."""
         put = self._put_if_version(job, expected_version)
-        if previous_name is None:
-            try:
-                self.client.put_item(**put)
-            except ClientError as error:
-                if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                    raise self._version_conflict(job, expected_version) from error
-                raise
-            return
-        self._transact(
-            [{"Put": put}, self._claim_name(job), self._release_name(job, previous_name)],
-            job,
-            expected_version,
-        )
+        names = [self._claim_name(job), self._release_name(job, previous_name)] if previous_name else []
+        self._transact([{"Put": put}, *names, self._move_lane(job)], job, expected_version)
 
     def cancel(self, job: Job, *, expected_version: int) -> None:
         items: list[Any] = [
@@ -148,7 +138,7 @@ class DynamoJobStore:
         stored = self.get(job.tenant_id, job.job_id)
         if stored.status is not JobStatus.COMPLETED:  # a completed job gave its quota slot back already
             items.append({"Update": self._count(job.tenant_id, -1)})
-        self._transact(items, job, expected_version)
+        self._transact([*items, self._move_lane(job)], job, expected_version)
 
     def reopen(
         self, job: Job, *, expected_version: int, max_jobs: int, previous_name: str | None = None
@@ -451,6 +441,15 @@ class DynamoJobStore:
             "ConditionExpression": "version = :expected",
             "ExpressionAttributeValues": to_item({":expected": expected_version}),
         }
+
+    def _move_lane(self, job: Job) -> dict[str, Any]:
+        """A job's change moves its lane: a fire read ahead of it claims the lane on the version it read, so
+        that claim fails and the fire is decided again on the job as changed
+        (:func:`tickwork.domain.arrival.reads_ahead`)."""
+        key = to_item(
+            {tables.JOBS_PK: tables.job_key(job.tenant_id, job.job_id), tables.JOBS_SK: tables.LANE_SK}
+        )
+        return {"Update": {"TableName": self.table, **lane_move(key)}}
 
     def _claim_name(self, job: Job) -> dict[str, Any]:
         return {

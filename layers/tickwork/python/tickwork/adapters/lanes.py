@@ -67,6 +67,16 @@ def lane_from_item(item: dict[str, Any]) -> Lane:
     )
 
 
+def lane_move(key: dict[str, Any]) -> dict[str, Any]:
+    """The update that moves a lane to its next version (making the item if there is none): the write a
+    pause, an edit, a cancel of the job or of one of its runs adds, so a claim on the version read before
+    them fails (:func:`tickwork.domain.arrival.reads_ahead`)."""
+    update = Update()
+    update.add("version", 1)
+    update.set_raw(f"{update.name(tables.SCHEMA_VERSION)} = {update.value(tables.ITEM_SCHEMA)}")
+    return {"Key": key, **update.expression()}
+
+
 class HolderItems:
     """Items of holders (a job's lane, a tenant's in-flight slots): read, claimed at a version, released."""
 
@@ -248,6 +258,11 @@ class DynamoLanes:
     ) -> Lane | None:
         return self.items.set_chain(
             tenant_id, job_id, seen=seen, chain_until=chain_until, chain_from=chain_from
+        )
+
+    def move(self, tenant_id: str, job_id: str) -> None:
+        self.items.client.update_item(
+            TableName=self.items.table, **lane_move(self.items.key(tenant_id, job_id))
         )
 
 

@@ -65,8 +65,11 @@ class Attempts:
         self.clock = clock
         self.rng = rng
 
-    def run(self, message: RunMessage, job: Job, lease: Lease) -> str:
-        """Attempt the leased run; returns what happened, for the message's note."""
+    def run(
+        self, message: RunMessage, job: Job, lease: Lease, *, called: Callable[[], None] | None = None
+    ) -> str:
+        """Attempt the leased run; returns what happened, for the message's note. ``called``, once the call
+        has returned and before its outcome is written."""
         run = lease.run
         logger.append_keys(attempt=run.attempt)
         logger.debug("run started", extra={"lag_ms": run.lag_ms} if run.attempt == 1 else None)
@@ -80,6 +83,8 @@ class Attempts:
         token = new_lease_token(run.fencing_token) if terms is not None else None
         try:
             result = self._call_with_heartbeat(job, lease, tenant, token)
+            if called is not None:
+                called()
             if result.continues and token is not None and terms is not None:
                 return self._continue(job, lease, token, terms)
             stored = self.record(job, lease.run, result, in_lane=lease.holder is not None)

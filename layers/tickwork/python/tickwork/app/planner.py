@@ -30,7 +30,7 @@ from tickwork.app.ports import (
     RunQueue,
     RunStore,
 )
-from tickwork.domain.arrival import joined_chain
+from tickwork.domain.arrival import joined_chain, reads_ahead
 from tickwork.domain.fires import FirePlan, due_at, plan_fires
 from tickwork.domain.models import Job, JobStatus, RunMessage, RunStatus, scheduled_run_id
 from tickwork.domain.priority import message_priority
@@ -43,8 +43,9 @@ SEND_BATCH = 10  # SendMessageBatch's limit
 SEND_CHUNK = 100
 SEND_DRIFT = timedelta(milliseconds=500)
 # SQS delays are whole seconds, so a message arrives early by the fraction of a second its delay drops, and
-# the worker waits that out, holding its batch. A tick times each send so that its messages arrive this long
-# before their fires, within one second; a fire due sooner than ALIGN_AFTER goes out at once.
+# the worker waits that out, holding its batch, after reading what its run needs. A tick times each send so
+# that its messages arrive ``lead`` (by default this) before their fires, within one second; a fire due sooner
+# than ALIGN_AFTER goes out at once.
 SEND_LEAD = timedelta(milliseconds=50)
 SEND_TOGETHER = 0.01  # seconds: fires this close in their second go out together
 SEND_PARALLEL = 16  # a moment's batches go out this many at once
@@ -84,7 +85,10 @@ class Planner:
         lookahead: timedelta,
         timer: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        lead: timedelta = SEND_LEAD,
     ):
+        self.lead = lead
+        """How long before its fire a message is timed to arrive (``Settings.send_lead_ms``)."""
         self.jobs = jobs
         self.runs = runs
         self.lifecycle = RunLifecycle(runs)
@@ -203,17 +207,20 @@ class Planner:
                 return
 
     def _dispatches(self, job: Job, plan: FirePlan, now: datetime) -> list[Dispatch]:
+        """The fires' messages, each due to arrive ``lead`` before its fire."""
         sent = to_epoch_ms(now)
+        ahead = reads_ahead(job) or None
         dispatches = [
             Dispatch(
                 RunMessage(
                     tenant_id=job.tenant_id,
                     run_id=scheduled_run_id(job.job_id, fire_at),
                     sent_at=sent,
-                    chain_until=_decided(job, fire_at, now),
+                    chain_until=(decided := _decided(job, fire_at, now)),
                     priority=message_priority(job.priority),
+                    ahead=ahead if decided is None else None,
                 ),
-                due_at(job, fire_at),
+                due_at(job, fire_at) - self.lead,
             )
             for fire_at in plan.run
         ]
@@ -400,7 +407,7 @@ def _moments(dispatches: list[Dispatch], begun: datetime) -> Iterator[tuple[date
     second, in batches of up to ten, each moment with when its messages should go out."""
 
     def offset(dispatch: Dispatch) -> float:
-        return _second_fraction(dispatch.due_at - SEND_LEAD - begun)
+        return _second_fraction(dispatch.due_at - begun)
 
     def moment_of(fires: list[Dispatch]) -> tuple[datetime, list[list[Dispatch]]]:
         by_due = sorted(fires, key=lambda dispatch: dispatch.due_at)  # the soonest fires in the first batches

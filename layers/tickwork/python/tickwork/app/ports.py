@@ -182,6 +182,10 @@ class Lanes(Protocol):
         """Set (or clear) the lane's backfill chain, its last fire and its first, if it is still at
         ``seen.version``; as :meth:`claim`."""
 
+    def move(self, tenant_id: str, job_id: str) -> None:
+        """Move the lane to its next version (making it, if the job has none yet), and nothing else: a claim
+        on the version read before fails, so a fire read ahead is decided again (a run's cancel)."""
+
 
 class TenantSlots(Protocol):
     """A tenant's in-flight limit: slot items of a few slots each, holders let go explicitly."""

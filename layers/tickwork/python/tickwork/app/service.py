@@ -25,6 +25,7 @@ from tickwork.app.planner import Planner
 from tickwork.app.ports import (
     Dispatch,
     JobStore,
+    Lanes,
     Page,
     RunIndex,
     RunQueue,
@@ -33,6 +34,7 @@ from tickwork.app.ports import (
     TenantStore,
 )
 from tickwork.app.workflows import reopen_workflow
+from tickwork.domain.arrival import reads_ahead
 from tickwork.domain.fires import first_fire_anchor, is_fire_of, jitter_span
 from tickwork.domain.flow import TenantFlow
 from tickwork.domain.lanes import Holder, Lane, ended
@@ -132,6 +134,7 @@ class JobService:
         self,
         *,
         jobs: JobStore,
+        lanes: Lanes,
         runs: RunStore,
         index: RunIndex,
         tenants: TenantStore,
@@ -144,6 +147,7 @@ class JobService:
         task_ends: TaskEndStore | None = None,
     ):
         self.jobs = jobs
+        self.lanes = lanes
         self.task_ends = task_ends
         self.runs = runs
         self.lifecycle = RunLifecycle(runs)
@@ -427,6 +431,9 @@ class JobService:
         cancelled = self.lifecycle.record_unrun_fire(
             job, shown.scheduled_for, now, "cancelled", status=RunStatus.CANCELLED
         )
+        if cancelled is not None and reads_ahead(job):
+            # A worker may have read the fire ahead (before this record): its claim at the fire now fails.
+            self.lanes.move(tenant_id, job.job_id)
         # None: a worker recorded the fire meanwhile; the run as it stands now.
         return cancelled if cancelled is not None else self.runs.get(tenant_id, run_id)
 

@@ -1,6 +1,9 @@
 """The worker: one run-queue message in, at most one attempt of its run out, recorded.
 
-1. wait out the remainder before the fire, so nothing starts early (SQS delays are whole seconds);
+1. wait out the remainder before the fire, so nothing starts early (SQS delays are whole seconds). A
+   planned fire of a job with a lane (:func:`~tickwork.domain.arrival.reads_ahead`) does step 2 and decides
+   first, and waits after: at the fire only its claim on the lane as read (the fence: a pause, a cancel or an
+   edit meanwhile moves the lane, and the fire is then read and decided again) and the call are left;
 2. read the job and its lane together, and the run items it needs (this run's, the lane holders');
 3. decide: a duplicate, or a fire that a cancel, a pause, a schedule change or the misfire policy ends
    (recorded with its reason), or one the overlap policy skips or holds back (sent again later: never a
@@ -28,6 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tickwork.app.after_end import AfterEnd, Ended
+from tickwork.app.at_fire import CallsFirst
 from tickwork.app.attempt import Attempts, Execute
 from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Wait
 from tickwork.app.flow import FlowGauges, FlowReader
@@ -67,6 +71,7 @@ from tickwork.domain.arrival import (
     decide_arrival,
     on_full_lane,
     owed_before,
+    reads_ahead,
 )
 from tickwork.domain.fires import jitter_of
 from tickwork.domain.lanes import Lane, capacity
@@ -121,12 +126,15 @@ class Worker:
         clock: Clock,
         sleep: Callable[[float], None],
         worker_id: str,
+        lead: timedelta = timedelta(0),
         lease_margin: timedelta = timedelta(seconds=30),
         pool_wait_alarm: timedelta = DEFAULT_POOL_WAIT_ALARM,
         rng: random.Random | None = None,
         gauges: TenantGauges | None = None,
         task_ends: TaskEndStore | None = None,
+        calls_first: CallsFirst | None = None,
     ):
+        self.calls_first = calls_first
         self.jobs = jobs
         self.lanes = lanes
         self.runs = runs
@@ -134,6 +142,8 @@ class Worker:
         self.metrics = metrics
         self.clock = clock
         self.sleep = sleep
+        # A message may come this early and be held: the planner's lead, and a second for SQS's whole seconds.
+        self.hold_early = max(MAX_EARLY_WAIT, lead + timedelta(seconds=1))
         rng = rng or random.Random()  # noqa: S311 - jitter, not security
         self.lifecycle = RunLifecycle(runs)
         self.after_end = AfterEnd(
@@ -195,8 +205,15 @@ class Worker:
             self.metrics.count("MessagesDropped")
             logger.warning("message with a malformed run id dropped", extra={"run_id": message.run_id})
             return "malformed run id"
-        if key.fire_ms is not None and not self._wait_until(from_epoch_ms(key.fire_ms), message):
-            return "early: sent again for its time"
+        if key.fire_ms is not None:
+            fire = from_epoch_ms(key.fire_ms)
+            if not self._wait_until(fire, message, sleep=False):
+                return "early: sent again for its time"
+            if message.ahead and message.attempt is None and message.start_at is None and child is None:
+                done = self._read_ahead(message, key, fire)
+                if done is not None:
+                    return done
+            self._wait_until(fire, message)
         if message.start_at is not None and not self._wait_until(from_epoch_ms(message.start_at), message):
             return "throttled: sent again for the start it reserved"
         try:
@@ -228,15 +245,65 @@ class Worker:
         finally:
             logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt"])
 
-    def _wait_until(self, due: datetime, message: RunMessage) -> bool:
-        """Never early: sleep out a short remainder; a message far ahead of its time goes back for later."""
+    def _wait_until(self, due: datetime, message: RunMessage, *, sleep: bool = True) -> bool:
+        """Never early: sleep out a short remainder (unless not ``sleep``: only the check); a message far
+        ahead of its time goes back for later."""
         wait = (due - self.clock()).total_seconds()
-        if wait > MAX_EARLY_WAIT.total_seconds():
+        if wait > self.hold_early.total_seconds():
             self.queue.send_later(message, math.ceil(min(wait, MAX_DELAY_SECONDS)))
             return False
-        if wait > 0:
+        if wait > 0 and sleep:
             self.sleep(wait)
         return True
+
+    def _read_ahead(self, message: RunMessage, key: RunKey, fire: datetime) -> str | None:
+        """A planned fire that came before its time: its reads and its decision now, as of its due time, then
+        at that time its claim on the lane as read, and the call. None when it is not that simple (the job
+        is not read ahead, the decision is not to attempt it, the lane moved meanwhile): it is then read and
+        decided at its time, as any other."""
+        if fire <= self.clock():
+            return None
+        try:
+            job, lane = self.jobs.get_with_lane(message.tenant_id, key.job_id)
+        except NotFound:
+            return None
+        if not reads_ahead(job) or message.priority != message_priority(job.priority):
+            return None
+        due = fire + jitter_of(job, fire) if job.jitter_seconds else fire
+        before = owed_before(job, key, message, lane)
+        records = self._records(job, lane, message.run_id, before)
+        decision = decide_arrival(job, lane, records.get(message.run_id), records, message, key, due)
+        if not isinstance(decision, AttemptRun):
+            return None
+        self.metrics.count("RunsReadAhead")
+        gate = self.calls_first
+        ticket = gate.expect(due) if gate is not None else None
+
+        def called() -> None:
+            # The burst's calls go before its records (:mod:`tickwork.app.at_fire`).
+            if gate is not None and ticket is not None:
+                gate.forget(ticket)
+                gate.wait_for_calls()
+
+        self._wait_until(due, message)
+        logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
+        try:
+            now = self.clock()
+            taken = self.claims.admit(job, decision.candidate.run, message, now)
+            if isinstance(taken, Wait):
+                self.metrics.count(taken.metric)
+                self.queue.send_later(taken.message or message, taken.seconds)
+                return taken.reason
+            claimed = self.claims.claim_lane(job, lane, decision.candidate, records, now)
+            if isinstance(claimed, Lease):
+                return self.attempts.run(message, job, replace(claimed, slots=taken), called=called)
+            self.claims.give_back(job, taken)
+            self.metrics.count("ReadAheadDecidedAgain")
+            return None
+        finally:
+            if gate is not None and ticket is not None:
+                gate.forget(ticket)
+            logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt"])
 
     def _handle(self, message: RunMessage, key: RunKey, job: Job, lane: Lane) -> str:
         laned = capacity(job) is not None

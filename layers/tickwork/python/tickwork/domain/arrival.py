@@ -23,7 +23,7 @@ from tickwork.domain.fires import (
     on_arrival,
     previous_fire,
 )
-from tickwork.domain.lanes import Holder, Lane, ended
+from tickwork.domain.lanes import Holder, Lane, capacity, ended
 from tickwork.domain.lifecycle import TERMINAL
 from tickwork.domain.models import (
     Job,
@@ -32,8 +32,10 @@ from tickwork.domain.models import (
     RunKey,
     RunMessage,
     RunStatus,
+    WorkflowTarget,
     scheduled_run_id,
 )
+from tickwork.domain.pools import pool_target_of
 from tickwork.domain.schedule import exclusion_of, next_fire_time
 from tickwork.domain.timeutil import from_epoch_ms, to_epoch_ms
 
@@ -363,6 +365,19 @@ def joined_chain(job: Job, lane: Lane, first: datetime, last: datetime) -> tuple
     if following is not None and first > following:
         return first, last
     return min(first, lane.chain_from), max(last, lane.chain_until)
+
+
+def reads_ahead(job: Job) -> bool:
+    """Whether the job's planned fires may be read ahead: a job whose runs share its lane and whose target is
+    called by the worker (not a workflow's tasks, not a pool's workers). Its worker reads the job, the lane
+    and the run items when the message arrives, and at the fire takes the lane on the version it read: a
+    pause, a cancel or a schedule change meanwhile moves the lane's version (they write it too), so that
+    claim fails and the fire is decided again on what it reads then."""
+    return (
+        capacity(job) is not None
+        and not isinstance(job.target, WorkflowTarget)
+        and pool_target_of(job) is None
+    )
 
 
 def owed_before(job: Job, key: RunKey, message: RunMessage, lane: Lane) -> str | None:

@@ -946,6 +946,9 @@ class RunMessage(StrictModel):
     go: int | None = Field(None, ge=0)
     """A workflow task's message: the go of its workflow run it was sent for (0: the run's first; each retry
     one more). A task's run is first written by its claim, and a message of another go is stale."""
+    ahead: bool | None = None
+    """A planned fire of a job whose runs share its lane (:func:`tickwork.domain.arrival.reads_ahead`): the
+    worker may read what the run needs as soon as the message arrives, and take the lane at the fire."""
 
 
 class RunSummary(StrictModel):

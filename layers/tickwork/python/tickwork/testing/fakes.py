@@ -91,6 +91,12 @@ class FakeLanes:
             )
             return None
 
+    def move(self, tenant_id: str, job_id: str) -> None:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, job_id)
+            self.lanes[(tenant_id, job_id)] = current.model_copy(update={"version": current.version + 1})
+
 
 class FakeTenantSlots:
     def __init__(self) -> None:
@@ -259,6 +265,7 @@ class FakeJobStore:
                 del self.names[(job.tenant_id, previous_name)]
                 self.names[(job.tenant_id, job.name)] = job.job_id
             self.jobs[(job.tenant_id, job.job_id)] = job
+            self.lanes.move(job.tenant_id, job.job_id)
 
     def cancel(self, job: Job, *, expected_version: int) -> None:
         with self.lock:
@@ -266,6 +273,7 @@ class FakeJobStore:
             if stored.version != expected_version:
                 raise VersionConflict("the job changed meanwhile", field="version")
             self.jobs[(job.tenant_id, job.job_id)] = job.model_copy(update={"next_fire_at": None})
+            self.lanes.move(job.tenant_id, job.job_id)
             self.names.pop((job.tenant_id, job.name), None)
             if stored.status is not JobStatus.COMPLETED:
                 self.counts[job.tenant_id] -= 1

@@ -99,6 +99,8 @@ class World:
             metrics=self.metrics,
             horizon=self.horizon,
             lookahead=self.lookahead,
+            # The world moves in whole steps: a message comes at its fire, as the steps' tests expect.
+            lead=timedelta(0),
         )
         self.sweeper = Sweeper(
             runs=self.runs,
@@ -113,6 +115,7 @@ class World:
         self.indexer = Indexer(index=self.index, metrics=self.metrics)
         self.service = JobService(
             jobs=self.jobs,
+            lanes=self.lanes,
             runs=self.runs,
             index=self.index,
             tenants=self.tenants,
@@ -136,7 +139,14 @@ class World:
         self.switch = TenantSwitch(tenants=self.tenants, jobs=self.jobs, clock=self.clock)
 
     # --- parts ----------------------------------------------------------------------------------------------
-    def worker(self, worker_id: str, *, clock: Callable[[], datetime] | None = None) -> Worker:
+    def worker(
+        self,
+        worker_id: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> Worker:
+        """A worker of the world; ``sleep``, its waits (by default, the clock moved on by as long)."""
         return Worker(
             jobs=self.jobs,
             lanes=self.lanes,
@@ -149,7 +159,7 @@ class World:
             execute=self.execute,
             metrics=self.metrics,
             clock=clock or self.clock,
-            sleep=self.clock.sleep,
+            sleep=sleep or self.clock.sleep,
             worker_id=worker_id,
             pool_wait_alarm=self.pool_wait_alarm,
             gauges=self.gauges,
