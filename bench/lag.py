@@ -23,7 +23,8 @@ counted. T is whole seconds ahead: ``--margin`` seconds after the creates should
 scheduler's previous trial measured, so the creates end before it (the trials record by how much).
 
 The stack takes its settings from the environment it inherits (``TICKWORK_*``) and from ``--stack-env``,
-``--stack-arg`` and ``--tickwork-workers``; the bench sets none of them otherwise. ``--cron-seconds S``
+``--stack-arg`` and ``--tickwork-workers``; the bench sets none of them otherwise. ``--huey-arg`` gives
+huey's consumer further options (it runs on its defaults otherwise). ``--cron-seconds S``
 adds a mixed cron workload (tickwork and APScheduler: huey's periodic tasks fire on minutes) over S seconds.
 """
 
@@ -311,6 +312,7 @@ class Options:
     tickwork_workers: int | None = None
     stack_args: list[str] = field(default_factory=list)
     stack_env: dict[str, str] = field(default_factory=dict)
+    huey_args: list[str] = field(default_factory=list)
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -658,11 +660,16 @@ HUEY_COMMAND = (
 
 
 @contextmanager
-def huey_consumer(environment: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[Any]]:
+def huey_consumer(
+    environment: Mapping[str, str], log: Path, arguments: Sequence[str] = ()
+) -> Iterator[subprocess.Popen[Any]]:
     """huey's consumer in a subprocess, once it says it started; then SIGTERM (huey's stop)."""
     with log.open("w") as output:
         process = subprocess.Popen(  # noqa: S603 - this interpreter and huey's module
-            [sys.executable, *HUEY_COMMAND], stdout=output, stderr=subprocess.STDOUT, env=dict(environment)
+            [sys.executable, *HUEY_COMMAND, *arguments],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=dict(environment),
         )
         try:
             deadline = time.monotonic() + 30
@@ -683,7 +690,7 @@ def huey_burst(
 
     with _scratch("huey-lag-") as directory:
         environment = child_environment({DB_VARIABLE: str(directory / "huey.db")})
-        with huey_consumer(environment, directory / "consumer.log"):
+        with huey_consumer(environment, directory / "consumer.log", options.huey_args):
             with _peer(
                 [sys.executable, "-m", "bench._peer_huey"], environment, directory / "producer.log"
             ) as producer:
@@ -957,7 +964,9 @@ def markdown(results: Sequence[Result], command: str, options: Options) -> str:
             "  (`--scheduler-interval`: 1 s by default, and its finest), on a beat of its own, not the",
             "  clock's seconds: its lag has up to a second of that beat in it. Idle workers poll the queue",
             "  less and less often (0.1 s at first, 1.15 times longer each empty poll, up to 10 s), as",
-            "  they do by default.",
+            "  they do by default. Consumer options given besides: "
+            + (", ".join(f"`{argument}`" for argument in options.huey_args) or "none")
+            + ".",
             "",
             f"T is whole seconds ahead: {options.margin:g} s after the creates should end at the create rate",
             "the scheduler's previous trial measured; `ahead s` is how long before T the last create was",
@@ -1038,6 +1047,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a further argument of `tickwork local` (repeatable; --stack-arg=--tick-seconds=0.5)",
     )
     parser.add_argument(
+        "--huey-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a further argument of huey's consumer (repeatable; --huey-arg=--max-delay=0.1)",
+    )
+    parser.add_argument(
         "--stack-env",
         action="append",
         default=[],
@@ -1055,6 +1071,7 @@ def main(argv: list[str] | None = None) -> int:
         tickwork_workers=args.tickwork_workers,
         stack_args=list(args.stack_arg),
         stack_env=dict(args.stack_env),
+        huey_args=list(args.huey_arg),
     )
     results = run(options)
     print(f"machine: {machine()}\n")
