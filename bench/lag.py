@@ -873,7 +873,6 @@ RATIO_HEADER = ("workload", "tickwork p99 ms", *(f"{name} p99 ms" for name in PE
 def markdown(results: Sequence[Result], command: str, options: Options) -> str:
     trial_rows = []
     for result in results:
-        summary = result.summary()
         trial_rows.append(
             (
                 result.repeat,
@@ -888,10 +887,10 @@ def markdown(results: Sequence[Result], command: str, options: Options) -> str:
                 _ms(result.lag(50)),
                 _ms(result.lag(95)),
                 _ms(result.lag(99)),
-                summary["max_ms"],
-                summary["runs_per_s"],
-                summary["setup_s"],
-                summary["slack_s"],
+                _ms(max(result.lags_ms, default=float("nan"))),
+                f"{result.throughput:,.1f}",
+                f"{result.setup_seconds:.1f}",
+                f"{result.slack_seconds:.1f}",
             )
         )
     rows = medians(results)
@@ -968,10 +967,10 @@ def markdown(results: Sequence[Result], command: str, options: Options) -> str:
             + (", ".join(f"`{argument}`" for argument in options.huey_args) or "none")
             + ".",
             "",
-            f"T is whole seconds ahead: {options.margin:g} s after the creates should end at the create rate",
-            "the scheduler's previous trial measured; `ahead s` is how long before T the last create was",
-            "answered. Set-up = the time to create the jobs. Runs/s is the rate between the first and the",
-            "last arrival.",
+            f"T is whole seconds ahead: {options.margin:g} s after the creates should end at a quarter under",
+            "the create rate the scheduler's previous trial measured; `ahead s` is how long before T the",
+            "last create was answered (under a second: the trial is named below). Set-up = the time to",
+            "create the jobs. Runs/s is the rate between the first and the last arrival.",
             "",
             "Medians of the trials (lost / duplicates / early: totals over the trials):",
             "",
