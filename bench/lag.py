@@ -313,6 +313,7 @@ class Options:
     stack_args: list[str] = field(default_factory=list)
     stack_env: dict[str, str] = field(default_factory=dict)
     huey_args: list[str] = field(default_factory=list)
+    schedulers: list[str] = field(default_factory=lambda: list(SCHEDULERS))
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -732,10 +733,10 @@ def run(options: Options, progress: IO[str] | None = sys.stderr) -> list[Result]
     try:
         for repeat in range(1, options.repeats + 1):
             for jobs in options.jobs:
-                for scheduler in turned(SCHEDULERS, repeat - 1):
+                for scheduler in turned(options.schedulers, repeat - 1):
                     record(BURSTS[scheduler](arrivals, jobs, options, rates, repeat))
             if options.cron_seconds:
-                for scheduler in turned(list(CRONS), repeat - 1):
+                for scheduler in turned([name for name in options.schedulers if name in CRONS], repeat - 1):
                     record(CRONS[scheduler](arrivals, options.cron_seconds, options, repeat))
     finally:
         arrivals.close()
@@ -1036,6 +1037,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--margin", type=float, default=MARGIN_SECONDS, help="seconds between the creates' expected end and T"
     )
+    parser.add_argument(
+        "--schedulers",
+        default=",".join(SCHEDULERS),
+        help=f"which to run, comma-separated (default {','.join(SCHEDULERS)}; the goals need a peer)",
+    )
     parser.add_argument("--clients", type=int, default=CLIENTS, help="threads creating tickwork's jobs")
     parser.add_argument("--tickwork-workers", type=int, help="`tickwork local --workers`")
     parser.add_argument(
@@ -1061,6 +1067,10 @@ def main(argv: list[str] | None = None) -> int:
         help="an environment variable of the stack's process (repeatable); TICKWORK_* of this one pass too",
     )
     args = parser.parse_args(argv)
+    schedulers = [name.strip() for name in args.schedulers.split(",") if name.strip()]
+    unknown = sorted(set(schedulers) - set(SCHEDULERS))
+    if unknown:
+        parser.error(f"unknown scheduler(s) {', '.join(unknown)}: choose from {', '.join(SCHEDULERS)}")
     options = Options(
         jobs=[int(value) for value in args.jobs.split(",")],
         repeats=args.repeats,
@@ -1071,6 +1081,7 @@ def main(argv: list[str] | None = None) -> int:
         stack_args=list(args.stack_arg),
         stack_env=dict(args.stack_env),
         huey_args=list(args.huey_arg),
+        schedulers=schedulers,
     )
     results = run(options)
     print(f"machine: {machine()}\n")
