@@ -1,52 +1,78 @@
-"""Trigger lag on the local stack, against APScheduler 3 on the same workloads and the same receiver.
+"""Trigger lag of the local stack against APScheduler 3 and huey, each in a process of its own, on the same
+workloads and the same receiver.
 
-    python -m bench.lag --jobs 100,300,1000 --cron-seconds 60
+    python -m bench.lag --jobs 100,300,1000 --repeats 3
 
-tickwork: the real local stack (``tickwork_local.stack.LocalStack``, in process: moto in process with the
-local stack's changes to it, the planner ticking every second, 4 worker pollers). The one-time jobs are
-written straight into the jobs table in tickwork's item format (``job_to_item``); the cron jobs are
-created through the service layer (``JobService.create_job``, the code behind ``POST /v1/jobs``). Every
-fire goes through the planner, the SQS run queue and the worker to a real loopback webhook receiver.
+Workload: N one-time jobs all due in the same second T. Every repeat runs each scheduler at each N (the
+schedulers' order turns from one repeat to the next), each on a fresh store; the report gives every trial
+and the median of the trials per scheduler and N.
 
-APScheduler: a ``BackgroundScheduler`` with a SQLAlchemy SQLite job store and a 20-thread pool, posting
-to the same receiver; ``misfire_grace_time=None`` and ``coalesce=False`` so it runs every fire however late,
-as tickwork does.
+- tickwork: ``tickwork local`` as users start it, in a subprocess (a fresh ``--data-dir``, a free port,
+  ``--quiet``, the tenant ``bench`` from ``TICKWORK_LOCAL_TENANTS`` with its API rate raised by
+  ``--tenant-setting``). The N jobs are created through ``POST /v1/jobs`` over HTTP from ``--clients``
+  threads. Every fire goes through the planner, the run queue and the worker to the receiver.
+- APScheduler 3 (``bench._peer_apscheduler``): a ``BackgroundScheduler`` with a SQLite
+  ``SQLAlchemyJobStore`` and 20 threads, ``misfire_grace_time=None`` and ``coalesce=False``; that process
+  adds the jobs itself once it runs.
+- huey (``bench._peer_huey``): huey's own consumer (``huey_consumer -w 20 -k thread``) on a ``SqliteHuey``,
+  and a producer process that schedules the N tasks with ``eta=T``.
 
-Workloads: N one-time jobs all due in the same second; then a mixed minute of cron jobs (every second,
-every 5 s and every 15 s) between a start and an end time, so the expected fires are known exactly.
-Lag = receive time at the webhook - ``scheduled_for``. Early fires, duplicates and lost runs are counted.
+The receiver is a loopback HTTP server in this process (``tests.support.engine.start_receiver``), alone in
+it but for this loop. Lag = receive time - ``scheduled_for``; early fires, duplicates and lost runs are
+counted. T is whole seconds ahead: ``--margin`` seconds after the creates should end at the create rate the
+scheduler's previous trial measured, so the creates end before it (the trials record by how much).
+
+The stack takes its settings from the environment it inherits (``TICKWORK_*``) and from ``--stack-env``,
+``--stack-arg`` and ``--tickwork-workers``; the bench sets none of them otherwise. ``--huey-arg`` gives
+huey's consumer further options (it runs on its defaults otherwise). ``--cron-seconds S``
+adds a mixed cron workload (tickwork and APScheduler: huey's periodic tasks fire on minutes) over S seconds.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import json
+import math
 import os
-import pstats
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import IO, Any
 
-from bench._common import machine, percentile, short_path, table
+from bench._common import ROOT, machine, percentile, table
 
 TENANT = "bench"
 TOKEN = "tw_bench-lag"  # noqa: S105 - a throwaway token of a local tenant
-WORKERS = 4
-APS_THREADS = 20
-# How long to wait for the last fire after its time: the local stack drains a burst at moto's pace.
+WORKERS = 4  # the in-process stack's worker pollers (local_stack, for bench.history)
+SCHEDULERS = ("tickwork", "APScheduler", "huey")
+PEERS = ("APScheduler", "huey")
+PEER_THREADS = 20
+API_REQUESTS_PER_SECOND = 10_000  # the most a tenant may have: the creates are not to wait on the limit
+MARGIN_SECONDS = 5.0
+CLIENTS = 4
+# Creates per second assumed before a trial of the scheduler has measured its own.
+FIRST_CREATE_RATES = {"tickwork": 100.0, "APScheduler": 300.0, "huey": 300.0}
+# How long to wait for the last fire after its time: long enough for a slow drain, only reached when lost.
 WAIT_SECONDS = 120
 WAIT_PER_RUN = 0.6
+STOP_SECONDS = 30
 # (expression with seconds first, APScheduler's `second` field, how many jobs)
 CRON_MIX = (("* * * * * *", "*", 4), ("*/5 * * * * *", "*/5", 2), ("*/15 * * * * *", "*/15", 2))
+# The goals of the one-time bursts (issue 32): tickwork's median p99 at most the best peer's up to this
+# many jobs and at most twice it beyond; the 1,000-run burst drained at least this fast.
+SAME_AS_PEER_UP_TO = 300
+DRAIN_JOBS = 1000
+DRAIN_GOAL = 250.0
 
 
 # --- the receiver -----------------------------------------------------------------------------------------
@@ -110,6 +136,9 @@ class Result:
     notes: str = ""
     not_run: Counter[str] = field(default_factory=Counter)
     """Fires that reached no target but are recorded with the reason (tickwork's runs table): by status."""
+    repeat: int = 1
+    slack_seconds: float = float("nan")
+    """From the end of the set-up to the first fire time: how far ahead of it the jobs were all in."""
     lags_ms: list[float] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -147,19 +176,108 @@ class Result:
         return {
             "scheduler": self.scheduler,
             "workload": self.workload,
+            "repeat": self.repeat,
             "expected": self.expected,
             "received": self.unique,
             "duplicates": self.duplicates,
             "lost": self.lost,
             "not_run": dict(self.not_run),
             "early": self.early,
-            "p50_ms": round(self.lag(50)),
-            "p95_ms": round(self.lag(95)),
-            "p99_ms": round(self.lag(99)),
+            "p50_ms": _rounded(self.lag(50)),
+            "p95_ms": _rounded(self.lag(95)),
+            "p99_ms": _rounded(self.lag(99)),
             "max_ms": round(max(self.lags_ms)) if self.lags_ms else None,
             "setup_s": round(self.setup_seconds, 1),
-            "runs_per_s": round(self.throughput, 1),
+            "slack_s": _rounded(self.slack_seconds, 1),
+            "runs_per_s": _rounded(self.throughput, 1),
         }
+
+
+def _rounded(value: float, digits: int = 0) -> float | int | None:
+    if value != value:  # NaN: nothing measured
+        return None
+    return round(value, digits) if digits else round(value)
+
+
+def _finite_median(values: Sequence[float]) -> float:
+    finite = [value for value in values if value == value]
+    return float(statistics.median(finite)) if finite else float("nan")
+
+
+@dataclass
+class Median:
+    """The trials of one scheduler on one workload: medians of their figures, totals of their faults."""
+
+    scheduler: str
+    workload: str
+    expected: int
+    trials: int
+    p50: float
+    p95: float
+    p99: float
+    max_ms: float
+    runs_per_s: float
+    setup_seconds: float
+    lost: int
+    duplicates: int
+    early: int
+    not_run: int
+
+
+def medians(results: Sequence[Result]) -> list[Median]:
+    """One row per scheduler and workload, in the order the workloads first came and SCHEDULERS' order."""
+    grouped: dict[tuple[str, str], list[Result]] = {}
+    workloads: list[str] = []
+    for result in results:
+        grouped.setdefault((result.workload, result.scheduler), []).append(result)
+        if result.workload not in workloads:
+            workloads.append(result.workload)
+    rows = []
+    for workload in workloads:
+        for scheduler in sorted(
+            {name for (load, name) in grouped if load == workload},
+            key=lambda name: SCHEDULERS.index(name) if name in SCHEDULERS else len(SCHEDULERS),
+        ):
+            trials = grouped[(workload, scheduler)]
+            rows.append(
+                Median(
+                    scheduler=scheduler,
+                    workload=workload,
+                    expected=trials[0].expected,
+                    trials=len(trials),
+                    p50=_finite_median([trial.lag(50) for trial in trials]),
+                    p95=_finite_median([trial.lag(95) for trial in trials]),
+                    p99=_finite_median([trial.lag(99) for trial in trials]),
+                    max_ms=_finite_median([max(trial.lags_ms, default=float("nan")) for trial in trials]),
+                    runs_per_s=_finite_median([trial.throughput for trial in trials]),
+                    setup_seconds=_finite_median([trial.setup_seconds for trial in trials]),
+                    lost=sum(trial.lost for trial in trials),
+                    duplicates=sum(trial.duplicates for trial in trials),
+                    early=sum(trial.early for trial in trials),
+                    not_run=sum(sum(trial.not_run.values()) for trial in trials),
+                )
+            )
+    return rows
+
+
+def by_workload(rows: Sequence[Median]) -> dict[str, dict[str, Median]]:
+    found: dict[str, dict[str, Median]] = {}
+    for row in rows:
+        found.setdefault(row.workload, {})[row.scheduler] = row
+    return found
+
+
+def best_peer(row: Mapping[str, Median]) -> Median | None:
+    """The peer with the lowest median p99 on a workload, if any peer ran it."""
+    peers = [row[name] for name in PEERS if name in row and row[name].p99 == row[name].p99]
+    return min(peers, key=lambda peer: peer.p99, default=None)
+
+
+def due_time(now: float, jobs: int, creates_per_second: float, margin: float) -> datetime:
+    """The first whole second at least ``margin`` seconds after ``jobs`` creates would end, at a quarter
+    under the given rate."""
+    seconds = jobs / max(1e-3, creates_per_second) * 1.25
+    return datetime.fromtimestamp(math.ceil(now + seconds + margin), UTC)
 
 
 def _wait_for(arrivals: Arrivals, url: str, expected: int, until: float) -> list[Arrival]:
@@ -175,17 +293,182 @@ def _wait_for(arrivals: Arrivals, url: str, expected: int, until: float) -> list
     return collected + arrivals.take(url)
 
 
-def _recorded_not_run(arrivals: list[Arrival]) -> Counter[str]:
+def _burst_deadline(due: datetime, jobs: int) -> float:
+    return due.timestamp() + WAIT_SECONDS + jobs * WAIT_PER_RUN
+
+
+def _burst_name(jobs: int) -> str:
+    return f"{jobs:,} one-time jobs, same second"
+
+
+# --- processes ----------------------------------------------------------------------------------------------
+@dataclass
+class Options:
+    jobs: list[int]
+    repeats: int = 3
+    cron_seconds: int = 0
+    margin: float = MARGIN_SECONDS
+    clients: int = CLIENTS
+    tickwork_workers: int | None = None
+    stack_args: list[str] = field(default_factory=list)
+    stack_env: dict[str, str] = field(default_factory=dict)
+    huey_args: list[str] = field(default_factory=list)
+    schedulers: list[str] = field(default_factory=lambda: list(SCHEDULERS))
+
+
+def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for a scheduler's process, with this tree's packages first on its path
+    (the bench measures the tree it is in), and ``extra`` on top."""
+    tree = [ROOT, os.path.join(ROOT, "layers", "tickwork", "python"), os.path.join(ROOT, "local")]
+    given = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path and path not in tree]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(tree + given), "PYTHONUNBUFFERED": "1"}
+    environment.update(extra or {})
+    return environment
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except OSError:
+        return ""
+
+
+class Peer:
+    """A peer's process, spoken to as ``bench._peers`` describes: JSON lines on its stdin and stdout; its
+    stderr goes to a file, quoted when it fails."""
+
+    def __init__(self, command: list[str], environment: Mapping[str, str], log: Path):
+        self.log = log
+        self._log_file = log.open("w")
+        self.process = subprocess.Popen(  # noqa: S603 - this interpreter and this package's modules
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log_file,
+            text=True,
+            env=dict(environment),
+        )
+
+    def expect(self, key: str) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.process.wait(timeout=STOP_SECONDS)
+            raise RuntimeError(
+                f"{self.process.args!r} exited with {self.process.returncode}:\n{_tail(self.log)}"
+            )
+        message: dict[str, Any] = json.loads(line)
+        if key not in message:
+            raise RuntimeError(f"{self.process.args!r} answered {message}, not {key}")
+        return message
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message) + "\n")
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with suppress(BrokenPipeError):
+                self.process.stdin.close()
+        _stop(self.process)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._log_file.close()
+
+
+def _stop(process: subprocess.Popen[Any], within: float = STOP_SECONDS) -> None:
+    try:
+        process.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def _scratch(prefix: str) -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# --- tickwork: `tickwork local` in a subprocess -------------------------------------------------------------
+@contextmanager
+def tickwork_local(options: Options, directory: Path) -> Iterator[Any]:
+    """`tickwork local` in a subprocess on a fresh data directory, once it answers the tenant's token; then
+    Ctrl-C."""
+    from tests.e2e.conftest import start_local, stop_local
+
+    arguments = ["--tenant-setting", f"api_requests_per_second={API_REQUESTS_PER_SECOND}"]
+    if options.tickwork_workers is not None:
+        arguments += ["--workers", str(options.tickwork_workers)]
+    local = start_local(
+        directory / "data",
+        tenants=f"{TENANT}:{TOKEN}",
+        environment=child_environment(options.stack_env),
+        poll_seconds=0.05,
+        arguments=[*arguments, *options.stack_args],
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while local.call("GET", "/v1/jobs", token=TOKEN)[0] != 200:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the local stack refused the bench's token:\n" + "".join(local.output))
+            time.sleep(0.1)
+        yield local
+    finally:
+        stop_local(local, within=STOP_SECONDS)
+
+
+def create_jobs(local: Any, specs: list[dict[str, Any]], clients: int) -> float:
+    """``POST /v1/jobs`` of each spec from ``clients`` threads; returns the seconds it took."""
+    statuses: list[int] = []
+    failures: list[BaseException] = []
+
+    def client(number: int) -> None:
+        try:
+            for spec in specs[number::clients]:
+                statuses.append(local.call("POST", "/v1/jobs", token=TOKEN, body=spec)[0])
+        except Exception as error:  # reported below
+            failures.append(error)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(number,)) for number in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if failures or set(statuses) != {201} or len(statuses) != len(specs):
+        raise RuntimeError(f"creates answered {Counter(statuses)}; failures: {failures[:3]}")
+    return elapsed
+
+
+def _moto(local: Any) -> Any:
+    import boto3
+    from tickwork_local.stack import LOCAL_REGION
+
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=local.moto_endpoint,
+        region_name=LOCAL_REGION,
+        aws_access_key_id="local",
+        aws_secret_access_key="local",  # noqa: S106 - moto accepts any
+    )
+
+
+def _recorded_not_run(client: Any, arrivals: list[Arrival]) -> Counter[str]:
     """Runs of the stack's runs table that reached no target, by status and reason: a fire the engine
     decided not to run (MISSED, SKIPPED, ...) is recorded, not lost. Each workload has a stack of its own,
     so every run in the table is the workload's."""
+    from tickwork import tables
     from tickwork.adapters.runs import run_from_item
-    from tickwork.runtime import runtime
 
-    current = runtime()
     received = {arrival.key for arrival in arrivals}
     found: Counter[str] = Counter()
-    for page in current.dynamodb.get_paginator("scan").paginate(TableName=current.settings.runs_table):
+    for page in client.get_paginator("scan").paginate(TableName=tables.RUNS.default_name):
         for item in page["Items"]:
             if "run_id" not in item:  # a manual run's pointer item
                 continue
@@ -195,211 +478,52 @@ def _recorded_not_run(arrivals: list[Arrival]) -> Counter[str]:
     return found
 
 
-def _active_jobs() -> int:
+def _active_jobs(client: Any) -> int:
     """Jobs of the stack still ACTIVE: for one-time jobs whose run has ended, ones never completed."""
     from tickwork import tables
-    from tickwork.runtime import runtime
 
-    current = runtime()
     count = 0
-    for page in current.dynamodb.get_paginator("scan").paginate(TableName=current.settings.jobs_table):
+    for page in client.get_paginator("scan").paginate(TableName=tables.JOBS.default_name):
         for item in page["Items"]:
             if item[tables.JOBS_SK]["S"] == tables.JOB_SK and item["status"]["S"] == "ACTIVE":
                 count += 1
     return count
 
 
-# --- tickwork on the local stack --------------------------------------------------------------------------
-class OperationTimer:
-    """Wall time of each AWS call by operation, and the wait for the DynamoDB lock the local stack takes
-    (moto does not lock), from botocore event hooks on the process's default session."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-        self.lock = threading.Lock()
-        self.calls: Counter[str] = Counter()
-        self.seconds: defaultdict[str, float] = defaultdict(float)
-        self.lock_wait: defaultdict[str, float] = defaultdict(float)
-
-    def register_first(self, events: Any) -> None:
-        events.register_first("before-parameter-build.*.*", self._start)
-
-    def register_last(self, events: Any) -> None:
-        # As specific as the lock's own hook and registered after it, so that this one runs after it; not
-        # last, where the local stack's direct call to moto answers and ends the event.
-        for service in ("dynamodb", "sqs"):
-            events.register(f"before-call.{service}", self._sent)
-            events.register_last(f"after-call.{service}", self._done)
-
-    def _start(self, **_: Any) -> None:
-        self.local.started = time.perf_counter()
-
-    def _sent(self, **_: Any) -> None:
-        self.local.sent = time.perf_counter()
-
-    def _done(self, model: Any, **_: Any) -> None:
-        now = time.perf_counter()
-        name = f"{model.service_model.service_name}.{model.name}"
-        started = getattr(self.local, "started", now)
-        sent = getattr(self.local, "sent", now)
-        with self.lock:
-            self.calls[name] += 1
-            self.seconds[name] += now - sent
-            self.lock_wait[name] += sent - started
-
-    def reset(self) -> None:
-        with self.lock:
-            self.calls.clear()
-            self.seconds.clear()
-            self.lock_wait.clear()
+def _slack_note(slack: float) -> list[str]:
+    return ["set-up ran into the due time"] if slack < 1 else []
 
 
-def _profiled_stack_class() -> type:
-    from tickwork_local.stack import LocalStack
-
-    class BenchStack(LocalStack):
-        """The local stack with its worker threads optionally under cProfile and AWS calls timed."""
-
-        timer = OperationTimer()
-        profiling = False
-        patched = False
-        patch_lock = threading.Lock()
-        by_thread: ClassVar[dict[int, cProfile.Profile]] = {}
-
-        def configure_clients(self) -> None:
-            import boto3
-
-            super().configure_clients()  # a new default session, with the DynamoDB lock's hooks
-            assert boto3.DEFAULT_SESSION is not None
-            self.timer.register_first(boto3.DEFAULT_SESSION.events)
-            self.timer.register_last(boto3.DEFAULT_SESSION.events)
-
-        def worker_loop(self, index: int) -> None:
-            from functions.worker import handler
-
-            with BenchStack.patch_lock:
-                if not BenchStack.patched:
-                    BenchStack.patched = True
-                    original = handler.handle_record
-
-                    def handle(record: Any, current: Any = None, worker: Any = None) -> str:
-                        if not BenchStack.profiling:
-                            return original(record, current, worker)
-                        # cProfile is per thread: each worker thread has its own.
-                        profile = BenchStack.by_thread.get(threading.get_ident())
-                        if profile is None:
-                            profile = BenchStack.by_thread[threading.get_ident()] = cProfile.Profile()
-                        profile.enable()
-                        try:
-                            return original(record, current, worker)
-                        finally:
-                            profile.disable()
-
-                    handler.handle_record = handle
-            super().worker_loop(index)
-
-    return BenchStack
+def tickwork_burst(
+    arrivals: Arrivals, jobs: int, options: Options, rates: dict[str, float], repeat: int
+) -> Result:
+    with _scratch("tickwork-lag-") as directory, tickwork_local(options, directory) as local:
+        due = due_time(time.time(), jobs, rates["tickwork"], options.margin)
+        url = arrivals.url(f"tickwork-burst-{jobs}-{repeat}")
+        target = {"type": "http", "url": url, "timeout_seconds": 10}
+        specs = [
+            {
+                "name": f"burst-{jobs}-{index}",
+                "schedule": {"type": "once", "at": due.isoformat()},
+                "target": target,
+            }
+            for index in range(jobs)
+        ]
+        setup = create_jobs(local, specs, options.clients)
+        slack = due.timestamp() - time.time()
+        rates["tickwork"] = jobs / setup
+        collected = _wait_for(arrivals, url, jobs, _burst_deadline(due, jobs))
+        client = _moto(local)
+        active = _active_jobs(client)
+        not_run = _recorded_not_run(client, collected)
+    notes = _slack_note(slack) + ([f"{active} jobs still ACTIVE after their run"] if active else [])
+    return Result(
+        "tickwork", _burst_name(jobs), jobs, collected, setup, "; ".join(notes), not_run, repeat, slack
+    )
 
 
-@contextmanager
-def local_stack() -> Iterator[Any]:
-    """The local stack in a thread of this process, on empty tables and queues; the environment comes back
-    as it was. moto keeps its state per process, whichever server serves it, so it is reset first: each
-    workload starts with nothing of the one before."""
-    from moto.moto_api._internal.models import moto_api_backend
-    from tickwork_local.stack import running_in_thread
-
-    moto_api_backend.reset()
-    directory = tempfile.mkdtemp(prefix="tickwork-bench-")
-    with running_in_thread(
-        environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}", "POWERTOOLS_LOG_LEVEL": "ERROR"},
-        stack_class=_profiled_stack_class(),
-        log_file=os.path.join(directory, "tickwork.log"),
-        tick_seconds=1.0,
-        workers=WORKERS,
-    ) as stack:
-        yield stack
-
-
-def _create_all(stack: Any, specs: list[dict[str, Any]]) -> float:
-    """Create the jobs through the service layer from 4 threads; returns the seconds it took."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tickwork.domain.models import JobSpec
-    from tickwork.runtime import runtime
-
-    service = runtime().service
-    started = time.perf_counter()
-
-    def create(spec: dict[str, Any]) -> None:
-        service.create_job(TENANT, JobSpec.model_validate(spec), datetime.now(UTC))
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(create, specs))
-    return time.perf_counter() - started
-
-
-def _seed_jobs(specs: list[dict[str, Any]], due: datetime) -> float:
-    """Write the jobs straight into the jobs table in tickwork's item format (``job_to_item``), 25 to a
-    request, as active jobs whose next fire is ``due``; returns the seconds it took. Creating thousands
-    through the API takes minutes under moto; the planner and the worker do not care how a job got in."""
-    from tickwork.adapters.jobs import job_to_item
-    from tickwork.domain.models import Job, JobSpec
-    from tickwork.runtime import runtime
-    from ulid import ULID
-
-    current = runtime()
-    now = datetime.now(UTC).replace(microsecond=0)
-    started = time.perf_counter()
-    batch: list[dict[str, Any]] = []
-    for index, spec in enumerate(specs):
-        job = Job(
-            **JobSpec.model_validate(spec).model_dump(),
-            job_id=str(ULID()),
-            tenant_id=TENANT,
-            created_at=now,
-            updated_at=now,
-            next_fire_at=due,
-        )
-        batch.append({"PutRequest": {"Item": job_to_item(job, due_shards=current.settings.due_shards)}})
-        if len(batch) == 25 or index == len(specs) - 1:
-            pending: dict[str, Any] = {current.settings.jobs_table: batch}
-            while pending:
-                pending = current.dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems", {})
-            batch = []
-    return time.perf_counter() - started
-
-
-def tickwork_burst(stack: Any, arrivals: Arrivals, jobs: int, profile: bool = False) -> Result:
-    # Enough lead for seeding (a few hundred jobs/s here) and one planner horizon (10 s locally).
-    due = (datetime.now(UTC) + timedelta(seconds=15 + jobs / 100)).replace(microsecond=0)
-    url = arrivals.url(f"tickwork-burst-{jobs}")
-    target = {"type": "http", "url": url, "timeout_seconds": 10}
-    specs = [
-        {
-            "name": f"burst-{jobs}-{index}",
-            "schedule": {"type": "once", "at": due.isoformat()},
-            "target": target,
-        }
-        for index in range(jobs)
-    ]
-    setup = _seed_jobs(specs, due)
-    late = datetime.now(UTC) > due - timedelta(seconds=2)
-    stack.timer.reset()
-    type(stack).profiling = profile
-    collected = _wait_for(arrivals, url, jobs, due.timestamp() + WAIT_SECONDS + jobs * WAIT_PER_RUN)
-    type(stack).profiling = False
-    active = _active_jobs()
-    notes = ["seeding ran into the due time"] if late else []
-    if active:
-        notes.append(f"{active} jobs still ACTIVE after their run")
-    note = "; ".join(notes)
-    workload = f"{jobs:,} one-time jobs, same second"
-    return Result("tickwork", workload, jobs, collected, setup, note, _recorded_not_run(collected))
-
-
-def _cron_window(seconds: int) -> tuple[datetime, datetime]:
-    start = (datetime.now(UTC) + timedelta(seconds=15)).replace(microsecond=0)
+def _cron_window(seconds: int, margin: float) -> tuple[datetime, datetime]:
+    start = due_time(time.time(), len(CRON_MIX) * 4, FIRST_CREATE_RATES["tickwork"], margin)
     return start, start + timedelta(seconds=seconds - 1)
 
 
@@ -416,208 +540,282 @@ def _cron_expected(start: datetime, end: datetime) -> int:
     return sum(count * _fires_in(second, start, end) for _, second, count in CRON_MIX)
 
 
-def tickwork_cron(stack: Any, arrivals: Arrivals, seconds: int) -> Result:
-    start, end = _cron_window(seconds)
-    url = arrivals.url("tickwork-cron")
-    target = {"type": "http", "url": url, "timeout_seconds": 10}
-    specs = [
-        {
-            "name": f"cron-{index}-{number}",
-            "schedule": {
-                "type": "cron",
-                "expression": expression,
-                "start_at": start.isoformat(),
-                "end_at": end.isoformat(),
-            },
-            "target": target,
-            "overlap_policy": "allow",
-        }
-        for index, (expression, second, count) in enumerate(CRON_MIX)
-        for number in range(count)
-        # a short window may hold no fire of a job, which tickwork refuses to create
-        if _fires_in(second, start, end)
-    ]
-    setup = _create_all(stack, specs)
-    stack.timer.reset()
-    expected = _cron_expected(start, end)
-    collected = _wait_for(arrivals, url, expected, end.timestamp() + WAIT_SECONDS + expected * WAIT_PER_RUN)
-    workload = f"cron mix over {seconds} s"
-    return Result("tickwork", workload, expected, collected, setup, not_run=_recorded_not_run(collected))
+def _cron_name(seconds: int) -> str:
+    return f"cron mix over {seconds} s"
 
 
-# --- APScheduler ------------------------------------------------------------------------------------------
-_stamps = threading.local()
+def tickwork_cron(arrivals: Arrivals, seconds: int, options: Options, repeat: int) -> Result:
+    with _scratch("tickwork-lag-") as directory, tickwork_local(options, directory) as local:
+        start, end = _cron_window(seconds, options.margin)
+        url = arrivals.url(f"tickwork-cron-{repeat}")
+        target = {"type": "http", "url": url, "timeout_seconds": 10}
+        specs = [
+            {
+                "name": f"cron-{index}-{number}",
+                "schedule": {
+                    "type": "cron",
+                    "expression": expression,
+                    "start_at": start.isoformat(),
+                    "end_at": end.isoformat(),
+                },
+                "target": target,
+                "overlap_policy": "allow",
+            }
+            for index, (expression, second, count) in enumerate(CRON_MIX)
+            for number in range(count)
+            # a short window may hold no fire of a job, which tickwork refuses to create
+            if _fires_in(second, start, end)
+        ]
+        setup = create_jobs(local, specs, options.clients)
+        slack = start.timestamp() - time.time()
+        expected = _cron_expected(start, end)
+        deadline = end.timestamp() + WAIT_SECONDS + expected * WAIT_PER_RUN
+        collected = _wait_for(arrivals, url, expected, deadline)
+        not_run = _recorded_not_run(_moto(local), collected)
+    return Result(
+        "tickwork", _cron_name(seconds), expected, collected, setup, "; ".join(_slack_note(slack)), not_run,
+        repeat, slack,
+    )  # fmt: skip
 
 
-def fire(url: str, key: str, scheduled_for: str | None = None) -> None:
-    """The APScheduler job: post what tickwork's webhook envelope carries."""
-    if scheduled_for is None:  # a cron fire: the run time comes from the executor (see StampingPool)
-        run_time: datetime = _stamps.pending.pop(0)
-        scheduled_for = run_time.astimezone(UTC).isoformat()
-        key = f"{key}@{scheduled_for}"
-    body = json.dumps({"run_id": key, "scheduled_for": scheduled_for}).encode()
-    request = urllib.request.Request(  # noqa: S310 - the loopback receiver's http URL
-        url, data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback receiver
-        response.read()
-
-
-def _stamping_pool(threads: int) -> Any:
-    """APScheduler's thread pool, telling each cron call which run time it is for."""
-    from apscheduler.executors.base import run_job  # type: ignore[import-untyped]
-    from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import-untyped]
-
-    def run_with_times(job: Any, alias: str, run_times: list[datetime], logger_name: str) -> Any:
-        _stamps.pending = list(run_times)
-        return run_job(job, alias, run_times, logger_name)
-
-    class StampingPool(ThreadPoolExecutor):  # type: ignore[misc]
-        def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
-            def callback(future: Any) -> None:
-                error = future.exception()
-                if error:
-                    self._run_job_error(job.id, error, error.__traceback__)
-                else:
-                    self._run_job_success(job.id, future.result())
-
-            future = self._pool.submit(run_with_times, job, job._jobstore_alias, run_times, self._logger.name)
-            future.add_done_callback(callback)
-
-    return StampingPool(threads)
-
-
+# --- the peers ----------------------------------------------------------------------------------------------
 @contextmanager
-def apscheduler() -> Iterator[Any]:
-    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # type: ignore[import-untyped]
-    from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
-
-    directory = tempfile.mkdtemp(prefix="apscheduler-bench-")
-    scheduler = BackgroundScheduler(
-        jobstores={"default": SQLAlchemyJobStore(url=f"sqlite:///{directory}/jobs.sqlite")},
-        executors={"default": _stamping_pool(APS_THREADS)},
-        job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1000},
-        timezone="UTC",
-    )
-    scheduler.start()
+def _peer(command: list[str], environment: Mapping[str, str], log: Path) -> Iterator[Peer]:
+    peer = Peer(command, environment, log)
     try:
-        yield scheduler
+        peer.expect("ready")
+        yield peer
     finally:
-        scheduler.shutdown(wait=True)
+        peer.close()
 
 
-def aps_burst(arrivals: Arrivals, jobs: int) -> Result:
-    from apscheduler.triggers.date import DateTrigger  # type: ignore[import-untyped]
-
-    with apscheduler() as scheduler:
-        due = (datetime.now(UTC) + timedelta(seconds=8 + jobs / 200)).replace(microsecond=0)
-        started = time.perf_counter()
-        url = arrivals.url(f"aps-burst-{jobs}")
-        for index in range(jobs):
-            key = f"aps-burst-{jobs}-{index}"
-            scheduler.add_job(fire, DateTrigger(run_date=due), args=(url, key, due.isoformat()), id=key)
-        setup = time.perf_counter() - started
-        collected = _wait_for(arrivals, url, jobs, due.timestamp() + WAIT_SECONDS + jobs * WAIT_PER_RUN)
-    return Result("APScheduler", f"{jobs:,} one-time jobs, same second", jobs, collected, setup)
+def _send_workload(peer: Peer, workload: Mapping[str, Any]) -> float:
+    peer.send(workload)
+    return float(peer.expect("setup_seconds")["setup_seconds"])
 
 
-def aps_cron(arrivals: Arrivals, seconds: int) -> Result:
-    from apscheduler.triggers.cron import CronTrigger  # type: ignore[import-untyped]
+def aps_burst(
+    arrivals: Arrivals, jobs: int, options: Options, rates: dict[str, float], repeat: int
+) -> Result:
+    command = [sys.executable, "-m", "bench._peer_apscheduler", "--data-dir"]
+    with (
+        _scratch("apscheduler-lag-") as directory,
+        _peer([*command, str(directory)], child_environment(), directory / "peer.log") as peer,
+    ):
+        due = due_time(time.time(), jobs, rates["APScheduler"], options.margin)
+        url = arrivals.url(f"aps-burst-{jobs}-{repeat}")
+        setup = _send_workload(peer, {"mode": "burst", "url": url, "jobs": jobs, "at": due.isoformat()})
+        slack = due.timestamp() - time.time()
+        rates["APScheduler"] = jobs / max(1e-3, setup)
+        collected = _wait_for(arrivals, url, jobs, _burst_deadline(due, jobs))
+    notes = "; ".join(_slack_note(slack))
+    return Result(
+        "APScheduler", _burst_name(jobs), jobs, collected, setup, notes, repeat=repeat, slack_seconds=slack
+    )
 
-    with apscheduler() as scheduler:
-        start, end = _cron_window(seconds)
-        started = time.perf_counter()
-        url = arrivals.url("aps-cron")
-        for index, (_, second, count) in enumerate(CRON_MIX):
-            for number in range(count):
-                key = f"aps-cron-{index}-{number}"
-                trigger = CronTrigger(second=second, start_date=start, end_date=end, timezone="UTC")
-                scheduler.add_job(fire, trigger, args=(url, key), id=key)
-        setup = time.perf_counter() - started
+
+def aps_cron(arrivals: Arrivals, seconds: int, options: Options, repeat: int) -> Result:
+    command = [sys.executable, "-m", "bench._peer_apscheduler", "--data-dir"]
+    with (
+        _scratch("apscheduler-lag-") as directory,
+        _peer([*command, str(directory)], child_environment(), directory / "peer.log") as peer,
+    ):
+        start, end = _cron_window(seconds, options.margin)
+        url = arrivals.url(f"aps-cron-{repeat}")
+        mix = [[second, count] for _, second, count in CRON_MIX]
+        workload = {
+            "mode": "cron",
+            "url": url,
+            "start": start.isoformat(),
+            "end": end.isoformat(),
+            "mix": mix,
+        }
+        setup = _send_workload(peer, workload)
+        slack = start.timestamp() - time.time()
         expected = _cron_expected(start, end)
         collected = _wait_for(
             arrivals, url, expected, end.timestamp() + WAIT_SECONDS + expected * WAIT_PER_RUN
         )
-    return Result("APScheduler", f"cron mix over {seconds} s", expected, collected, setup)
+    notes = "; ".join(_slack_note(slack))
+    return Result(
+        "APScheduler",
+        _cron_name(seconds),
+        expected,
+        collected,
+        setup,
+        notes,
+        repeat=repeat,
+        slack_seconds=slack,
+    )
+
+
+HUEY_COMMAND = (
+    "-m",
+    "huey.bin.huey_consumer",
+    "bench._peer_huey.huey",
+    "-w",
+    str(PEER_THREADS),
+    "-k",
+    "thread",
+)
+
+
+@contextmanager
+def huey_consumer(
+    environment: Mapping[str, str], log: Path, arguments: Sequence[str] = ()
+) -> Iterator[subprocess.Popen[Any]]:
+    """huey's consumer in a subprocess, once it says it started; then SIGTERM (huey's stop)."""
+    with log.open("w") as output:
+        process = subprocess.Popen(  # noqa: S603 - this interpreter and huey's module
+            [sys.executable, *HUEY_COMMAND, *arguments],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=dict(environment),
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while "consumer started" not in log.read_text(errors="replace"):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"huey's consumer did not start:\n{_tail(log)}")
+                time.sleep(0.05)
+            yield process
+        finally:
+            process.terminate()
+            _stop(process)
+
+
+def huey_burst(
+    arrivals: Arrivals, jobs: int, options: Options, rates: dict[str, float], repeat: int
+) -> Result:
+    from bench._peer_huey import DB_VARIABLE
+
+    with _scratch("huey-lag-") as directory:
+        environment = child_environment({DB_VARIABLE: str(directory / "huey.db")})
+        with huey_consumer(environment, directory / "consumer.log", options.huey_args):
+            with _peer(
+                [sys.executable, "-m", "bench._peer_huey"], environment, directory / "producer.log"
+            ) as producer:
+                due = due_time(time.time(), jobs, rates["huey"], options.margin)
+                url = arrivals.url(f"huey-burst-{jobs}-{repeat}")
+                workload = {"mode": "burst", "url": url, "jobs": jobs, "at": due.isoformat()}
+                setup = _send_workload(producer, workload)
+            slack = due.timestamp() - time.time()
+            rates["huey"] = jobs / max(1e-3, setup)
+            collected = _wait_for(arrivals, url, jobs, _burst_deadline(due, jobs))
+    notes = "; ".join(_slack_note(slack))
+    return Result(
+        "huey", _burst_name(jobs), jobs, collected, setup, notes, repeat=repeat, slack_seconds=slack
+    )
+
+
+BurstRunner = Callable[[Arrivals, int, Options, dict[str, float], int], Result]
+BURSTS: dict[str, BurstRunner] = {"tickwork": tickwork_burst, "APScheduler": aps_burst, "huey": huey_burst}
+CronRunner = Callable[[Arrivals, int, Options, int], Result]
+CRONS: dict[str, CronRunner] = {"tickwork": tickwork_cron, "APScheduler": aps_cron}
+
+
+def turned(names: Sequence[str], by: int) -> list[str]:
+    """``names`` started ``by`` places on: each repeat runs the schedulers in another order."""
+    shift = by % len(names) if names else 0
+    return [*names[shift:], *names[:shift]]
+
+
+def run(options: Options, progress: IO[str] | None = sys.stderr) -> list[Result]:
+    arrivals = Arrivals()
+    rates = dict(FIRST_CREATE_RATES)
+    results: list[Result] = []
+
+    def record(result: Result) -> None:
+        results.append(result)
+        if progress is not None:
+            print(json.dumps(result.summary()), file=progress, flush=True)
+
+    try:
+        for repeat in range(1, options.repeats + 1):
+            for jobs in options.jobs:
+                for scheduler in turned(options.schedulers, repeat - 1):
+                    record(BURSTS[scheduler](arrivals, jobs, options, rates, repeat))
+            if options.cron_seconds:
+                for scheduler in turned([name for name in options.schedulers if name in CRONS], repeat - 1):
+                    record(CRONS[scheduler](arrivals, options.cron_seconds, options, repeat))
+    finally:
+        arrivals.close()
+    return results
+
+
+# --- the in-process stack, for bench.history ----------------------------------------------------------------
+@contextmanager
+def local_stack() -> Iterator[Any]:
+    """The local stack in a thread of this process, on empty tables and queues; the environment comes back
+    as it was. moto keeps its state per process, whichever server serves it, so it is reset first: each
+    workload starts with nothing of the one before."""
+    from moto.moto_api._internal.models import moto_api_backend
+    from tickwork_local.stack import running_in_thread
+
+    moto_api_backend.reset()
+    directory = tempfile.mkdtemp(prefix="tickwork-bench-")
+    with running_in_thread(
+        environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}", "POWERTOOLS_LOG_LEVEL": "ERROR"},
+        log_file=os.path.join(directory, "tickwork.log"),
+        tick_seconds=1.0,
+        workers=WORKERS,
+    ) as stack:
+        yield stack
 
 
 # --- report -----------------------------------------------------------------------------------------------
-@dataclass
-class LagRun:
-    results: list[Result]
-    operations: dict[str, tuple[int, float, float]]  # name -> (calls, mean ms in call, mean ms lock wait)
-    profile_rows: list[tuple[str, str, str]]
-    profiled_runs: int
+def _ms(value: float) -> str:
+    return "n/a" if value != value else f"{value:,.0f}"
 
 
-def run(jobs: list[int], cron_seconds: int) -> LagRun:
-    arrivals = Arrivals()
-    results: list[Result] = []
-    operations: dict[str, tuple[int, float, float]] = {}
-    profile_rows: list[tuple[str, str, str]] = []
-    profiled_runs = 0
-    try:
-        # A fresh stack for each workload: each starts with nothing of the one before.
-        for index, count in enumerate(jobs):
-            with local_stack() as stack:
-                profile = index == 0
-                result = tickwork_burst(stack, arrivals, count, profile=profile)
-                results.append(result)
-                if profile:
-                    profiled_runs = result.unique
-                    profile_rows = _worker_profile(list(stack.by_thread.values()), profiled_runs)
-                if count == max(jobs):
-                    timer = stack.timer
-                    operations = {
-                        name: (
-                            calls,
-                            timer.seconds[name] * 1000 / calls,
-                            timer.lock_wait[name] * 1000 / calls,
-                        )
-                        for name, calls in sorted(timer.calls.items())
-                    }
-        with local_stack() as stack:
-            results.append(tickwork_cron(stack, arrivals, cron_seconds))
-        for count in jobs:
-            results.append(aps_burst(arrivals, count))
-        results.append(aps_cron(arrivals, cron_seconds))
-    finally:
-        arrivals.close()
-    return LagRun(results, operations, profile_rows, profiled_runs)
+def _ratio(ours: float, theirs: float) -> str:
+    if theirs <= 0 or ours != ours or theirs != theirs:
+        return "n/a"
+    return f"{ours / theirs:.2f}x"
 
 
-def _worker_profile(profiles: list[cProfile.Profile], runs: int) -> list[tuple[str, str, str]]:
-    """The worker threads' functions with the most cumulative wall time, per run."""
-    stats: pstats.Stats | None = None
-    for profile in profiles:
-        try:
-            stats = pstats.Stats(profile) if stats is None else stats.add(profile)
-        except TypeError:  # a profile that never ran
+def _goal_lines(rows: Sequence[Median]) -> list[str]:
+    """The goals of issue 32 on the medians: per burst, tickwork's p99 at most the best peer's up to
+    SAME_AS_PEER_UP_TO jobs and at most twice it beyond; the DRAIN_JOBS burst drained at DRAIN_GOAL runs/s
+    or more; no early, duplicate or lost fire of tickwork in any trial."""
+    lines = []
+    table_ = by_workload(rows)
+    for workload, row in table_.items():
+        if "one-time" not in workload or "tickwork" not in row:
             continue
-    if stats is None or runs == 0:
-        return []
-    entries = stats.stats  # type: ignore[attr-defined]
-    wanted: Callable[[str, str], bool] = lambda filename, name: (  # noqa: E731
-        "tickwork" in filename
-        or "functions/worker" in filename
-        or name in ("_make_api_call", "_acquire", "urlopen", "sleep")
-    )
-    ranked = sorted(
-        ((key, value) for key, value in entries.items() if wanted(key[0], key[2])),
-        key=lambda item: item[1][3],
-        reverse=True,
-    )[:12]
-    return [
-        (
-            f"`{name}` ({short_path(filename)}:{line})",
-            f"{value[3] * 1000 / runs:.1f}",
-            f"{value[3] / max(1e-9, ranked[0][1][3]) * 100:.0f}%",
+        peer = best_peer(row)
+        if peer is None:
+            continue
+        ours = row["tickwork"]
+        allowed = 1 if ours.expected <= SAME_AS_PEER_UP_TO else 2
+        verdict = "met" if ours.p99 <= allowed * peer.p99 else "not met"
+        lines.append(
+            f"- Goal at {workload}: tickwork's p99 at most {'' if allowed == 1 else 'twice '}the best peer's"
+            f" ({peer.scheduler}, {allowed * peer.p99:,.0f} ms): {verdict} ({_ms(ours.p99)} ms)."
         )
-        for (filename, line, name), value in ranked
-    ]
+    drain = next(
+        (row for row in rows if row.scheduler == "tickwork" and row.workload == _burst_name(DRAIN_JOBS)), None
+    )
+    if drain is not None:
+        verdict = "met" if drain.runs_per_s >= DRAIN_GOAL else "not met"
+        lines.append(
+            f"- Goal: the {DRAIN_JOBS:,}-run burst drained at {DRAIN_GOAL:.0f} runs/s or more (first to last"
+            f" arrival): {verdict} ({drain.runs_per_s:,.1f} runs/s)."
+        )
+    mine = [row for row in rows if row.scheduler == "tickwork"]
+    if mine:
+        early, duplicates, lost = (
+            sum(getattr(row, name) for row in mine) for name in ("early", "duplicates", "lost")
+        )
+        verdict = "met" if early == duplicates == lost == 0 else "not met"
+        lines.append(
+            f"- Goal: no early, duplicate or lost fire of tickwork in any trial: {verdict} ({early} early,"
+            f" {duplicates} duplicates, {lost} lost)."
+        )
+    return lines
 
 
-def _recorded_notes(results: list[Result]) -> list[str]:
+def _recorded_notes(results: Sequence[Result]) -> list[str]:
     """Reading notes on the fires recorded without a run and on one-time jobs left ACTIVE, when any."""
     notes = []
     recorded: Counter[str] = Counter()
@@ -635,200 +833,261 @@ def _recorded_notes(results: list[Result]) -> list[str]:
         ]
     stuck = [result for result in results if "still ACTIVE" in result.notes]
     if stuck:
-        notes += [
-            "- One-time jobs still ACTIVE after their run ended ("
-            + ", ".join(f"{result.workload}: {result.notes}" for result in stuck)
-            + "): the worker completes",
-            "  a one-time job only when the job it reads already names its last fire, which the planner",
-            "  writes with the cursor after sending the fire. When the run ends before that write (here",
-            "  the planner's sends and cursor writes for a large tick take longer than the runs), the job",
-            "  is never completed and keeps its place in the tenant's job count.",
-        ]
+        notes.append(
+            "- One-time jobs still ACTIVE after their run ended: "
+            + ", ".join(f"{result.workload} (repeat {result.repeat}): {result.notes}" for result in stuck)
+            + "."
+        )
+    late = [result for result in results if "ran into the due time" in result.notes]
+    if late:
+        notes.append(
+            "- Trials whose set-up ended less than a second before the due time (their first fires may be"
+            " late for it): "
+            + ", ".join(f"{result.scheduler} {result.workload} (repeat {result.repeat})" for result in late)
+            + "."
+        )
     return notes
 
 
-def _goal_lines(by_workload: dict[str, dict[str, Result]]) -> list[str]:
-    """The trigger-lag goal, per burst: tickwork's p99 at most APScheduler's up to 300 jobs, at most twice
-    it beyond."""
-    lines = []
-    for workload, pair in by_workload.items():
-        if "one-time" not in workload or not {"tickwork", "APScheduler"} <= set(pair):
-            continue
-        ours, theirs = pair["tickwork"], pair["APScheduler"]
-        allowed = 1 if ours.expected <= 300 else 2
-        verdict = "met" if ours.lag(99) <= allowed * theirs.lag(99) else "not met"
-        lines.append(
-            f"- Goal at {workload}: tickwork's p99 at most {'' if allowed == 1 else 'twice '}APScheduler's"
-            f" ({allowed * theirs.lag(99):,.0f} ms): {verdict} ({ours.lag(99):,.0f} ms)."
-        )
-    return lines
+def _stack_settings(options: Options) -> str:
+    given = {
+        name: value
+        for name, value in {**os.environ, **options.stack_env}.items()
+        if name.startswith("TICKWORK_") and name != "TICKWORK_LOCAL_TENANTS"
+    }
+    parts = [f"`{name}={value}`" for name, value in sorted(given.items())]
+    if options.tickwork_workers is not None:
+        parts.append(f"`--workers {options.tickwork_workers}`")
+    parts += [f"`{argument}`" for argument in options.stack_args]
+    return ", ".join(parts) if parts else "none (the local stack's defaults)"
 
 
-def _ratio(ours: float, theirs: float) -> str:
-    if theirs <= 0 or ours != ours or theirs != theirs:
-        return "n/a"
-    return f"{ours / theirs:.1f}x"
+TRIAL_HEADER = ("repeat", "scheduler", "workload", "expected", "received", "recorded, not run", "lost",
+                "duplicates", "early", "p50 ms", "p95 ms", "p99 ms", "max ms", "runs/s", "set-up s",
+                "ahead s")  # fmt: skip
+MEDIAN_HEADER = ("scheduler", "workload", "trials", "p50 ms", "p95 ms", "p99 ms", "max ms", "runs/s",
+                 "set-up s", "lost / duplicates / early", "recorded, not run")  # fmt: skip
+RATIO_HEADER = ("workload", "tickwork p99 ms", *(f"{name} p99 ms" for name in PEERS), "best peer",
+                "p99 ratio", "p50 ratio")  # fmt: skip
 
 
-def markdown(lag: LagRun, command: str) -> str:
-    header = ("scheduler", "workload", "expected", "received", "recorded, not run", "lost", "duplicates",
-              "early", "p50 ms", "p95 ms", "p99 ms", "max ms", "runs/s", "set-up s")  # fmt: skip
-    rows = []
-    for result in lag.results:
-        summary = result.summary()
-        rows.append(
+def markdown(results: Sequence[Result], command: str, options: Options) -> str:
+    trial_rows = []
+    for result in results:
+        trial_rows.append(
             (
-                summary["scheduler"],
-                summary["workload"] + (f" ({result.notes})" if result.notes else ""),
-                summary["expected"],
-                summary["received"],
+                result.repeat,
+                result.scheduler,
+                result.workload + (f" ({result.notes})" if result.notes else ""),
+                result.expected,
+                result.unique,
                 ", ".join(f"{count} {what}" for what, count in sorted(result.not_run.items())) or 0,
-                summary["lost"],
-                summary["duplicates"],
-                summary["early"],
-                summary["p50_ms"],
-                summary["p95_ms"],
-                summary["p99_ms"],
-                summary["max_ms"],
-                summary["runs_per_s"],
-                summary["setup_s"],
+                result.lost,
+                result.duplicates,
+                result.early,
+                _ms(result.lag(50)),
+                _ms(result.lag(95)),
+                _ms(result.lag(99)),
+                _ms(max(result.lags_ms, default=float("nan"))),
+                f"{result.throughput:,.1f}",
+                f"{result.setup_seconds:.1f}",
+                f"{result.slack_seconds:.1f}",
             )
         )
-    by_workload: dict[str, dict[str, Result]] = {}
-    for result in lag.results:
-        by_workload.setdefault(result.workload, {})[result.scheduler] = result
-    ratio_rows = [
+    rows = medians(results)
+    median_rows = [
         (
-            workload,
-            _ratio(pair["tickwork"].lag(50), pair["APScheduler"].lag(50)),
-            _ratio(pair["tickwork"].lag(99), pair["APScheduler"].lag(99)),
+            row.scheduler,
+            row.workload,
+            row.trials,
+            _ms(row.p50),
+            _ms(row.p95),
+            _ms(row.p99),
+            _ms(row.max_ms),
+            f"{row.runs_per_s:,.1f}",
+            f"{row.setup_seconds:.1f}",
+            f"{row.lost} / {row.duplicates} / {row.early}",
+            row.not_run,
         )
-        for workload, pair in by_workload.items()
-        if {"tickwork", "APScheduler"} <= set(pair)
+        for row in rows
     ]
-    operation_rows = [
-        (name, calls, f"{mean:.1f}", f"{wait:.1f}") for name, (calls, mean, wait) in lag.operations.items()
-    ]
-    dynamo = [
-        (calls, mean) for name, (calls, mean, _) in lag.operations.items() if name.startswith("dynamodb.")
-    ]
-    dynamo_calls = sum(calls for calls, _ in dynamo)
-    dynamo_ms = sum(calls * mean for calls, mean in dynamo) / max(1, dynamo_calls)
-    largest = max(
-        (
-            result
-            for result in lag.results
-            if result.scheduler == "tickwork" and "one-time" in result.workload
-        ),
-        key=lambda result: result.expected,
-        default=None,
-    )
+    ratio_rows = []
+    for workload, row in by_workload(rows).items():
+        peer = best_peer(row)
+        if "tickwork" not in row or peer is None:
+            continue
+        ours = row["tickwork"]
+        ratio_rows.append(
+            (
+                workload,
+                _ms(ours.p99),
+                *(_ms(row[name].p99) if name in row else "-" for name in PEERS),
+                peer.scheduler,
+                _ratio(ours.p99, peer.p99),
+                _ratio(ours.p50, peer.p50),
+            )
+        )
     faults = {
         scheduler: sum(
             result.lost + result.duplicates + result.early
-            for result in lag.results
+            for result in results
             if result.scheduler == scheduler
         )
-        for scheduler in ("tickwork", "APScheduler")
+        for scheduler in SCHEDULERS
     }
-    reading = [
-        "### Reading the figures",
-        "",
-        *_goal_lines(by_workload),
-        f"- Lost, duplicate and early fires in all workloads: tickwork {faults['tickwork']}, APScheduler",
-        f"  {faults['APScheduler']}.",
-        "- tickwork's lag here is the local stack's throughput, and that is moto's: "
-        + (
-            f"the {largest.expected:,}-run burst drained at {largest.throughput:.1f} runs/s, with "
-            f"{dynamo_calls / max(1, largest.unique):.1f} DynamoDB calls per run across the whole stack "
-            "(planner ticks included). "
-            if largest is not None
-            else ""
-        )
-        + "The worker's own part of a one-time run is 5 DynamoDB",
-        "  requests and of a recurring one 4 (worker CPU section); each is a call into moto in this",
-        "  process (its serialised request handed to moto's handler, no HTTP emulation), under the lock",
-        f"  that stands in for DynamoDB's atomicity: {dynamo_ms:.1f} ms per DynamoDB call on average here,",
-        "  lock wait apart. tickwork's own CPU per run is about 2 ms (worker CPU section). All of it shares",
-        "  one interpreter lock with the receiver and the planner. On AWS a DynamoDB call takes",
-        "  single-digit milliseconds and workers scale out; capacity.md models that.",
-        "- The one transaction of a one-time run is its job's completion (the job item and the tenant's job",
-        "  count); in the local stack a transaction copies only the items it touches. Each tickwork",
-        "  workload starts on a fresh stack. The cron jobs let their runs overlap (`overlap_policy: allow`),",
-        "  so their runs have no lane: a query of the job and two writes of the run item, and no",
-        "  transaction but at each job's last fire (before its `end_at`), which completes the job.",
-        *_recorded_notes(lag.results),
-        "- APScheduler fires from memory and a SQLite row, with no lease, no run record, no retry state and",
-        "  no history: it has far less to do per fire, and nothing survives a crash mid-run. The comparison",
-        "  shows the price of durable, exactly-once-started runs on a laptop against moto, not on AWS.",
-        "",
-    ]
+    repeats = max((result.repeat for result in results), default=0)
     return "\n".join(
         [
-            "## Trigger lag: local stack against APScheduler",
+            "## Trigger lag: local stack against APScheduler and huey",
             "",
             f"Command: `{command}`",
             "",
-            "tickwork runs as the local stack in process: moto in process, the planner ticking",
-            f"every second with a 10 s horizon, {WORKERS} worker pollers. The one-time jobs are written",
-            "straight into the jobs table in tickwork's item format (`job_to_item`, 25 to a",
-            "`BatchWriteItem`): creating thousands through the API takes minutes under moto. The cron jobs",
-            "are created through the service layer (`JobService.create_job`, the code behind",
-            "`POST /v1/jobs`). Every fire goes through the planner, the SQS run queue and the worker to a",
-            "real loopback webhook receiver.",
-            "APScheduler 3 runs a `BackgroundScheduler` with a SQLite `SQLAlchemyJobStore` and",
-            f"{APS_THREADS} threads, posting to the same receiver, with `misfire_grace_time=None` and",
-            "`coalesce=False` so it runs every fire however late. Lag = receive time - `scheduled_for`.",
-            "Set-up = time to create the jobs. The cron mix is 4 jobs every second, 2 every 5 s and 2 every",
-            "15 s, between a start and an end time, so the expected fires are known exactly. Runs/s is the",
-            "rate between the first and the last arrival.",
+            "Each scheduler runs in a process of its own, on a fresh store for every trial; "
+            + (f"{repeats} repeats, each" if repeats != 1 else "one repeat,"),
+            "running every scheduler at every N (their order turning from one repeat to the next). The",
+            "workload: N one-time jobs all due in the same second T. The receiver is a loopback webhook",
+            "server in the bench's process, which does nothing else meanwhile. Lag = receive time -",
+            "`scheduled_for`.",
             "",
-            table(header, rows),
+            "- tickwork: `tickwork local` as users start it (a fresh `--data-dir`, so every write is on",
+            "  disk before it is answered; the tenant's API rate raised with `--tenant-setting`). The jobs",
+            f"  are created through `POST /v1/jobs` over HTTP from {options.clients} client threads. Every",
+            "  fire goes through the planner, the run queue and the worker to the receiver. Settings",
+            f"  given to the stack: {_stack_settings(options)}.",
+            "- APScheduler 3: a `BackgroundScheduler` with a SQLite `SQLAlchemyJobStore` and",
+            f"  {PEER_THREADS} threads, `misfire_grace_time=None` and `coalesce=False` (every fire runs",
+            "  however late, as in tickwork); its process adds the jobs (`add_job`, a `DateTrigger`) once",
+            "  it runs.",
+            f"- huey {_huey_version()}: its consumer (`huey_consumer -w {PEER_THREADS} -k thread`) on a",
+            "  `SqliteHuey`, with its defaults, and a producer process that schedules the tasks",
+            "  (`task.schedule(eta=T)`). huey's scheduler moves due tasks to the queue once a second",
+            "  (`--scheduler-interval`: 1 s by default, and its finest), on a beat of its own, not the",
+            "  clock's seconds: its lag has up to a second of that beat in it. Idle workers poll the queue",
+            "  less and less often (0.1 s at first, 1.15 times longer each empty poll, up to 10 s), as",
+            "  they do by default. Consumer options given besides: "
+            + (", ".join(f"`{argument}`" for argument in options.huey_args) or "none")
+            + ".",
             "",
-            "Ratios, tickwork / APScheduler (above 1 means tickwork is later):",
+            f"T is whole seconds ahead: {options.margin:g} s after the creates should end at a quarter under",
+            "the create rate the scheduler's previous trial measured; `ahead s` is how long before T the",
+            "last create was answered (under a second: the trial is named below). Set-up = the time to",
+            "create the jobs. Runs/s is the rate between the first and the last arrival.",
             "",
-            table(("workload", "p50", "p99"), ratio_rows),
+            "Medians of the trials (lost / duplicates / early: totals over the trials):",
             "",
-            *reading,
-            "### Where the local stack's time goes",
+            table(MEDIAN_HEADER, median_rows),
             "",
-            "AWS calls of the whole stack (planner, workers,",
-            "sweeper) during the largest burst, from botocore",
-            "event hooks: mean wall time inside the call (into moto, in the same process) and mean wait for",
-            "the lock that serialises DynamoDB calls (moto does not lock).",
+            "tickwork against the best peer (the lowest median p99; above 1 means tickwork is later):",
             "",
-            table(("operation", "calls", "mean ms in call", "mean ms waiting for the lock"), operation_rows),
+            table(RATIO_HEADER, ratio_rows),
             "",
-            f"cProfile of the {WORKERS} worker threads during",
-            f"the first burst ({lag.profiled_runs} runs), wall",
-            "time per run, the worker's own functions and the calls they wait on:",
+            "### Reading the figures",
             "",
-            table(("function", "cumulative ms/run", "share of the top entry"), lag.profile_rows),
+            *_goal_lines(rows),
+            "- Lost, duplicate and early fires in all trials: "
+            + ", ".join(f"{name} {count}" for name, count in faults.items())
+            + ".",
+            *_recorded_notes(results),
+            "- APScheduler and huey fire from memory and a SQLite row, with no lease, no run record, no",
+            "  retry state and no history: they have far less to do per fire. tickwork's local stack keeps",
+            "  DynamoDB and SQS in moto, in the stack's one process, so its figures are moto's pace as well",
+            "  as its own.",
+            "",
+            "Every trial:",
+            "",
+            table(TRIAL_HEADER, trial_rows),
             "",
         ]
     )
 
 
-def section(jobs: tuple[int, ...] = (100, 300, 1000), cron_seconds: int = 60) -> str:
-    command = f"python -m bench.lag --jobs {','.join(map(str, jobs))} --cron-seconds {cron_seconds}"
-    return markdown(run(list(jobs), cron_seconds), command)
+def _huey_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("huey")
+    except Exception:  # only a label
+        return ""
 
 
-def main() -> int:
+def section(jobs: tuple[int, ...] = (100, 300, 1000), repeats: int = 3, cron_seconds: int = 0) -> str:
+    options = Options(list(jobs), repeats=repeats, cron_seconds=cron_seconds)
+    command = f"python -m bench.lag --jobs {','.join(map(str, jobs))} --repeats {repeats}"
+    if cron_seconds:
+        command += f" --cron-seconds {cron_seconds}"
+    return markdown(run(options), command, options)
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, separator, value = text.partition("=")
+    if not separator or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--jobs", default="100,300,1000", help="burst sizes, comma-separated (e.g. 100,1000)")
+    parser.add_argument("--repeats", type=int, default=3, help="trials of each scheduler at each size")
     parser.add_argument(
-        "--jobs", default="100,300,1000", help="burst sizes, comma-separated (e.g. 100,1000,5000)"
+        "--cron-seconds", type=int, default=0, help="also run the cron mix over this many seconds (0: not)"
     )
-    parser.add_argument("--cron-seconds", type=int, default=60, help="length of the cron mix")
-    args = parser.parse_args()
-    lag = run([int(value) for value in args.jobs.split(",")], args.cron_seconds)
+    parser.add_argument(
+        "--margin", type=float, default=MARGIN_SECONDS, help="seconds between the creates' expected end and T"
+    )
+    parser.add_argument(
+        "--schedulers",
+        default=",".join(SCHEDULERS),
+        help=f"which to run, comma-separated (default {','.join(SCHEDULERS)}; the goals need a peer)",
+    )
+    parser.add_argument("--clients", type=int, default=CLIENTS, help="threads creating tickwork's jobs")
+    parser.add_argument("--tickwork-workers", type=int, help="`tickwork local --workers`")
+    parser.add_argument(
+        "--stack-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a further argument of `tickwork local` (repeatable; --stack-arg=--tick-seconds=0.5)",
+    )
+    parser.add_argument(
+        "--huey-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a further argument of huey's consumer (repeatable; --huey-arg=--max-delay=0.1)",
+    )
+    parser.add_argument(
+        "--stack-env",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="NAME=VALUE",
+        help="an environment variable of the stack's process (repeatable); TICKWORK_* of this one pass too",
+    )
+    args = parser.parse_args(argv)
+    schedulers = [name.strip() for name in args.schedulers.split(",") if name.strip()]
+    unknown = sorted(set(schedulers) - set(SCHEDULERS))
+    if unknown:
+        parser.error(f"unknown scheduler(s) {', '.join(unknown)}: choose from {', '.join(SCHEDULERS)}")
+    options = Options(
+        jobs=[int(value) for value in args.jobs.split(",")],
+        repeats=args.repeats,
+        cron_seconds=args.cron_seconds,
+        margin=args.margin,
+        clients=args.clients,
+        tickwork_workers=args.tickwork_workers,
+        stack_args=list(args.stack_arg),
+        stack_env=dict(args.stack_env),
+        huey_args=list(args.huey_arg),
+        schedulers=schedulers,
+    )
+    results = run(options)
     print(f"machine: {machine()}\n")
-    print(markdown(lag, " ".join(["python -m bench.lag", *sys.argv[1:]])))
-    for result in lag.results:
-        print(json.dumps(result.summary()))
-    clean = all(result.lost == 0 and result.early == 0 and result.duplicates == 0 for result in lag.results)
+    command = " ".join(["python -m bench.lag", *(sys.argv[1:] if argv is None else argv)])
+    print(markdown(results, command, options))
+    clean = all(result.lost == 0 and result.early == 0 and result.duplicates == 0 for result in results)
     return 0 if clean else 1
 
 
