@@ -137,7 +137,7 @@ def local(
             help="how many worker invocations run at once, as the event source mapping's concurrency (up to 4"
             " pollers share the run queues; each hands its batches to invocations of their own)",
         ),
-    ] = 100,
+    ] = 300,
     batch_size: Annotated[
         int,
         typer.Option(

@@ -1,7 +1,8 @@
 """One attempt of a run: the target called while a heartbeat keeps the lease, then its outcome recorded.
 
-The heartbeat is a thread that extends every lease the attempt holds (its tenant slot, its lane holder or
-its run item) three times a lease, until the call returns or a lease is lost. A webhook's call carries the
+The heartbeat extends every lease the attempt holds (its tenant slot, its lane holder or its run item) three
+times a lease, until the call returns or a lease is lost: one thread of the process beats for all its
+attempts (:class:`Heartbeats`), so an attempt starts no thread of its own. A webhook's call carries the
 lease token the attempt would be continued with; if it answers 202, that one write instead records the
 attempt RUNNING under the token, held outside as a pool run is (:mod:`tickwork.app.pools`). Else the outcome
 is written in the run item, one write fenced on the attempt's token: RETRY_WAIT while the retry policy allows
@@ -12,9 +13,12 @@ else the run's end. The tenant slot goes back once the attempt is over; what fol
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import random
 import threading
+import time
 from collections.abc import Callable
 
 from tickwork.app.after_end import AfterEnd, ChainStep, Ended, log_end
@@ -41,6 +45,70 @@ OUTCOME_OF = {
 Execute = Callable[[Job, Run, Tenant], TargetResult]
 
 
+class Heartbeats:
+    """The process's heartbeat thread: each attempt's ``beat`` runs every ``every`` seconds until it returns
+    False or the attempt stops it. Most calls end long before their first beat (a third of a lease, 20 s at
+    least): they cost a heap entry, not a thread."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._due: list[tuple[float, int]] = []
+        self._beats: dict[int, tuple[float, Callable[[], bool]]] = {}
+        self._beating: int | None = None
+        self._tickets = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def start(self, every: float, beat: Callable[[], bool]) -> int:
+        with self._changed:
+            ticket = next(self._tickets)
+            self._beats[ticket] = (every, beat)
+            heapq.heappush(self._due, (time.monotonic() + every, ticket))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+            return ticket
+
+    def stop(self, ticket: int) -> None:
+        """No beat of ``ticket`` after this returns (one under way is waited for)."""
+        with self._changed:
+            self._beats.pop(ticket, None)
+            while self._beating == ticket:
+                self._changed.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while self._due and self._due[0][1] not in self._beats:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._changed.wait()
+                    continue
+                due, ticket = self._due[0]
+                wait = due - time.monotonic()
+                if wait > 0:
+                    self._changed.wait(wait)
+                    continue
+                heapq.heappop(self._due)
+                every, beat = self._beats[ticket]
+                self._beating = ticket
+            try:
+                again = beat()
+            except Exception:
+                logger.exception("a heartbeat failed")
+                again = True  # the next one may pass; the lease says whether the attempt still holds
+            with self._changed:
+                self._beating = None
+                if again and ticket in self._beats:
+                    heapq.heappush(self._due, (time.monotonic() + every, ticket))
+                else:
+                    self._beats.pop(ticket, None)
+                self._changed.notify_all()
+
+
+HEARTBEATS = Heartbeats()
+
+
 class Attempts:
     def __init__(
         self,
@@ -54,7 +122,9 @@ class Attempts:
         metrics: Metrics,
         clock: Clock,
         rng: random.Random,
+        heartbeats: Heartbeats = HEARTBEATS,
     ):
+        self.heartbeats = heartbeats
         self.execute = execute
         self.tenants = tenants
         self.claims = claims
@@ -113,26 +183,23 @@ class Attempts:
 
     def _call_with_heartbeat(self, job: Job, lease: Lease, tenant: Tenant, token: str | None) -> TargetResult:
         lease_for = self.claims.lease_for(job)
-        stop = threading.Event()
+        kept = [lease]  # as this attempt last extended it
 
-        def beat() -> None:
-            kept = lease  # as this attempt last extended it
-            while not stop.wait(lease_for.total_seconds() / 3):
-                extended = self.claims.extend(job, kept, self.clock() + lease_for)
-                if extended is None:
-                    logger.warning("lease lost during the target call")
-                    return
-                kept = extended
+        def beat() -> bool:
+            extended = self.claims.extend(job, kept[0], self.clock() + lease_for)
+            if extended is None:
+                logger.warning("lease lost during the target call")
+                return False
+            kept[0] = extended
+            return True
 
-        heartbeat = threading.Thread(target=beat, name=f"heartbeat-{lease.run.run_id}", daemon=True)
-        heartbeat.start()
+        beating = self.heartbeats.start(lease_for.total_seconds() / 3, beat)
         # The lease token goes to the call only: the run as leased (which the heartbeat may write) holds none.
         called = lease.run.model_copy(update={"lease_token": token}) if token is not None else lease.run
         try:
             return self.execute(job, called, tenant)
         finally:
-            stop.set()
-            heartbeat.join(timeout=5)
+            self.heartbeats.stop(beating)
 
     def record(self, job: Job, run: Run, result: TargetResult, *, in_lane: bool) -> Run | None:
         """Store the outcome of ``run``'s attempt (as its lease holds it: a lane holder's when ``in_lane``,

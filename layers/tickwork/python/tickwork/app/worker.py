@@ -278,16 +278,23 @@ class Worker:
         self.metrics.count("RunsReadAhead")
         gate = self.calls_first
         ticket = gate.expect(due) if gate is not None else None
+        turn = False
 
         def called() -> None:
             # The burst's calls go before its records (:mod:`tickwork.app.at_fire`).
+            nonlocal turn
             if gate is not None and ticket is not None:
+                if turn:
+                    gate.turns.release()
+                    turn = False
                 gate.forget(ticket)
                 gate.wait_for_calls()
 
         self._wait_until(due, message)
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
         try:
+            if gate is not None:
+                turn = gate.turns.acquire()
             now = self.clock()
             taken = self.claims.admit(job, decision.candidate.run, message, now)
             if isinstance(taken, Wait):
@@ -302,6 +309,8 @@ class Worker:
             return None
         finally:
             if gate is not None and ticket is not None:
+                if turn:
+                    gate.turns.release()
                 gate.forget(ticket)
             logger.remove_keys(["tenant_id", "job_id", "run_id", "attempt"])
 
