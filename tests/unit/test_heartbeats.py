@@ -75,7 +75,12 @@ def test_stop_waits_for_a_beat_under_way() -> None:
 
     ticket = heartbeats.start(EVERY, beat)
     assert in_beat.wait(WAIT)
-    stopper = threading.Thread(target=lambda: (heartbeats.stop(ticket), ended.append("stop")))
+
+    def stop() -> None:
+        heartbeats.stop(ticket)
+        ended.append("stop")
+
+    stopper = threading.Thread(target=stop)
     stopper.start()
     stopper.join(0.05)
     assert stopper.is_alive() and ended == []  # the beat under way holds stop back
