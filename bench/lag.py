@@ -478,6 +478,10 @@ def _recorded_not_run(client: Any, arrivals: list[Arrival]) -> Counter[str]:
     return found
 
 
+# The longest the bench waits after a burst's last call for its runs to be recorded and its jobs completed.
+SETTLE_SECONDS = 30
+
+
 def _active_jobs(client: Any) -> int:
     """Jobs of the stack still ACTIVE: for one-time jobs whose run has ended, ones never completed."""
     from tickwork import tables
@@ -514,7 +518,10 @@ def tickwork_burst(
         rates["tickwork"] = jobs / setup
         collected = _wait_for(arrivals, url, jobs, _burst_deadline(due, jobs))
         client = _moto(local)
-        active = _active_jobs(client)
+        # A burst's records (and one-time jobs' completions) follow its calls: give them until they settle.
+        settle_until = time.time() + SETTLE_SECONDS
+        while (active := _active_jobs(client)) and time.time() < settle_until:
+            time.sleep(0.5)
         not_run = _recorded_not_run(client, collected)
     notes = _slack_note(slack) + ([f"{active} jobs still ACTIVE after their run"] if active else [])
     return Result(

@@ -1,9 +1,11 @@
-"""A planned fire read ahead: its reads and decision when its message arrives, and at the fire only the claim
-of its lane (the fence) and the call. A pause, a cancel of the job or of the run, or a schedule change made
-between the two moves the lane, so the claim fails and the fire is decided again: it is not called.
+"""A planned fire read ahead: its reads and decision when its message arrives, then at the fire one request
+and the call. A message a second early (the local stack's lead) claims the lane on arrival, and at the fire
+reads the lane to check nothing moved it; one 100 ms early (AWS's lead) claims the lane at the fire, the
+claim being the check. A pause, a cancel of the job or of the run, or a schedule change made in between
+moves the lane, so the fire is decided again at its time: it is not called.
 
-Each test hands the worker the fire's message a second before the fire, as the planner's lead brings it, and
-makes its change 200 ms before the fire, inside the worker's wait.
+Each test hands the worker the fire's message ahead of the fire, as the planner's lead brings it, and makes
+its change 200 ms before the fire, inside the worker's wait.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from tickwork.domain.models import Job, JobPatch, JobStatus, RunMessage, RunStat
 from tickwork.testing.world import START, World
 
 FIRE = START + timedelta(minutes=10)
-LEAD = timedelta(seconds=1)
 BEFORE = timedelta(milliseconds=200)
+AHEAD = timedelta(seconds=1)  # claimed on arrival
+JUST_BEFORE = timedelta(milliseconds=240)  # claimed at the fire (the change comes after the arrival)
+LEADS = pytest.mark.parametrize("lead", [AHEAD, JUST_BEFORE], ids=["claimed-ahead", "claimed-at-fire"])
 
 
 def one_time(world: World, **extra: Any) -> Job:
@@ -52,11 +56,11 @@ def worker_changing(world: World, change: Callable[[], object] | None) -> tuple[
     return world.worker("ahead", sleep=sleep), waits
 
 
-def arrive_early(world: World, job: Job, change: Callable[[], object] | None) -> str:
+def arrive_early(world: World, job: Job, change: Callable[[], object] | None, lead: timedelta = AHEAD) -> str:
     worker, waits = worker_changing(world, change)
     message = planned_message(world, job)
     assert message.ahead  # the planner marks a fire of a job with a lane
-    world.clock.advance(seconds=(FIRE - LEAD - world.clock()).total_seconds())
+    world.clock.advance(seconds=(FIRE - lead - world.clock()).total_seconds())
     lane_writes = world.lanes.writes
     note = worker.handle(message)
     assert waits and waits[0] < FIRE  # it waited for the fire...
@@ -65,33 +69,52 @@ def arrive_early(world: World, job: Job, change: Callable[[], object] | None) ->
     return note
 
 
-def test_a_fire_read_ahead_is_called_at_its_time_after_one_claim() -> None:
+@LEADS
+def test_a_fire_read_ahead_is_called_at_its_time_after_one_claim(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
 
     lanes_before = world.lanes.writes
-    note = arrive_early(world, job, None)
+    note = arrive_early(world, job, None, lead)
 
     assert note == "attempt 1: success"
     [call] = world.calls_of(job)
-    assert call.at == FIRE  # not before, and nothing but the claim between the wait and the call
-    assert world.lanes.writes - lanes_before == 1  # the claim, at the fire
+    assert call.at == FIRE  # not before, and nothing but one request between the wait and the call
+    assert world.lanes.writes - lanes_before == 1  # the claim
     [run] = world.runs_of(job)
     assert run.status is RunStatus.SUCCEEDED
-    assert run.attempts[0].started_at == FIRE
+    assert (run.attempts[0].started_at, run.started_at, run.lag_ms) == (FIRE, FIRE, 0)
     assert world.metrics.counts.get("ReadAheadDecidedAgain") is None
+    assert world.metrics.counts.get("RunsClaimedAhead") == (1 if lead == AHEAD else None)
 
 
-def test_the_lane_is_claimed_at_the_fire_not_when_the_message_arrives() -> None:
+@LEADS
+def test_the_claim_is_taken_on_arrival_only_with_time_to_spare(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
     seen: list[int] = []
-    arrive_early(world, job, lambda: seen.append(world.lanes.writes))
-    # the change here writes nothing; 200 ms before the fire, no claim had been written yet
-    assert seen == [0]
+    arrive_early(world, job, lambda: seen.append(world.lanes.writes), lead)
+    # 200 ms before the fire (the change here writes nothing): the claim is written with a second to spare,
+    # not yet with 240 ms
+    assert seen == [1 if lead == AHEAD else 0]
 
 
-def test_a_pause_200_ms_before_the_fire_stops_a_fire_read_ahead() -> None:
+def test_a_fire_claimed_ahead_shows_as_enqueued_until_its_time() -> None:
+    world = World()
+    job = one_time(world)
+    run_id = scheduled_run_id(job.job_id, FIRE)
+    shown: list[RunStatus] = []
+
+    arrive_early(
+        world, job, lambda: shown.append(world.service.get_run("acme", run_id, world.clock()).status)
+    )
+
+    assert shown == [RunStatus.ENQUEUED]  # claimed, not started: it can still be cancelled
+    assert world.service.get_run("acme", run_id, world.clock()).status is RunStatus.SUCCEEDED
+
+
+@LEADS
+def test_a_pause_200_ms_before_the_fire_stops_a_fire_read_ahead(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
 
@@ -108,30 +131,33 @@ def test_a_pause_200_ms_before_the_fire_stops_a_fire_read_ahead() -> None:
     assert world.jobs.get("acme", job.job_id).status is JobStatus.PAUSED
 
 
-def test_a_cancel_of_the_job_200_ms_before_the_fire_stops_it() -> None:
+@LEADS
+def test_a_cancel_of_the_job_200_ms_before_the_fire_stops_it(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
 
-    arrive_early(world, job, lambda: world.service.cancel_job("acme", job.job_id, world.clock()))
+    arrive_early(world, job, lambda: world.service.cancel_job("acme", job.job_id, world.clock()), lead)
 
     assert world.calls_of(job) == []
     [run] = world.runs_of(job)
     assert (run.status, run.reason) == (RunStatus.CANCELLED, "job_cancelled")
 
 
-def test_a_cancel_of_the_run_200_ms_before_the_fire_stops_it() -> None:
+@LEADS
+def test_a_cancel_of_the_run_200_ms_before_the_fire_stops_it(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
     run_id = scheduled_run_id(job.job_id, FIRE)
 
-    arrive_early(world, job, lambda: world.service.cancel_unrecorded("acme", run_id, world.clock()))
+    arrive_early(world, job, lambda: world.service.cancel_unrecorded("acme", run_id, world.clock()), lead)
 
     assert world.calls_of(job) == []
     [run] = world.runs_of(job)
     assert (run.run_id, run.status) == (run_id, RunStatus.CANCELLED)
 
 
-def test_a_schedule_change_200_ms_before_the_fire_stops_the_old_fire() -> None:
+@LEADS
+def test_a_schedule_change_200_ms_before_the_fire_stops_the_old_fire(lead: timedelta) -> None:
     world = World()
     job = one_time(world)
     later = FIRE + timedelta(hours=1)
@@ -145,6 +171,7 @@ def test_a_schedule_change_200_ms_before_the_fire_stops_the_old_fire() -> None:
             JobPatch.model_validate({"schedule": {"type": "once", "at": later.isoformat()}}),
             world.clock(),
         ),
+        lead,
     )
 
     assert world.calls_of(job) == []  # the fire at ten is not the job's any more
@@ -157,7 +184,7 @@ def test_only_jobs_with_a_lane_are_read_ahead(overlap: str | None) -> None:
     job = one_time(world, **({"overlap_policy": overlap} if overlap else {}))
     worker, _ = worker_changing(world, None)
     message = planned_message(world, job)
-    world.clock.advance(seconds=(FIRE - LEAD - world.clock()).total_seconds())
+    world.clock.advance(seconds=(FIRE - AHEAD - world.clock()).total_seconds())
 
     worker.handle(message)
 

@@ -55,6 +55,7 @@ def lane_from_item(item: dict[str, Any]) -> Lane:
     chain, first = values.get("chain_until"), values.get("chain_from")
     return Lane(
         version=values.get("version", 0),
+        moved=values.get("moved", 0),
         holders=holders,
         chain_until=from_epoch_ms(chain) if chain else None,
         chain_from=from_epoch_ms(first) if first else None,
@@ -73,6 +74,7 @@ def lane_move(key: dict[str, Any]) -> dict[str, Any]:
     them fails (:func:`tickwork.domain.arrival.reads_ahead`)."""
     update = Update()
     update.add("version", 1)
+    update.add("moved", 1)
     update.set_raw(f"{update.name(tables.SCHEMA_VERSION)} = {update.value(tables.ITEM_SCHEMA)}")
     return {"Key": key, **update.expression()}
 
@@ -259,6 +261,12 @@ class DynamoLanes:
         return self.items.set_chain(
             tenant_id, job_id, seen=seen, chain_until=chain_until, chain_from=chain_from
         )
+
+    def get(self, tenant_id: str, job_id: str) -> Lane:
+        return self.items.get(tenant_id, job_id)
+
+    def release(self, tenant_id: str, job_id: str, run_id: str, token: int) -> bool:
+        return self.items.release(tenant_id, job_id, run_id, token)
 
     def move(self, tenant_id: str, job_id: str) -> None:
         self.items.client.update_item(

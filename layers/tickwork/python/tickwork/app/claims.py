@@ -152,6 +152,20 @@ class Claims:
         except Exception:
             logger.warning("the tenant's flow gauges were not put", exc_info=True)
 
+    def admits_freely(self, job: Job) -> bool:
+        """Whether :meth:`admit` takes nothing for the job's runs (no throttle, no limit to take a slot of,
+        the tenant enabled): a claim may then be taken ahead of the fire, as the start it would reserve or
+        the slot it would hold is not counted from then."""
+        tenant = self.tenants.get(job.tenant_id)
+        return (
+            not tenant.disabled
+            and tenant.max_in_flight is None
+            and throttle_of(tenant) is None
+            and job.concurrency_key is None
+            and job.workflow is None
+            and pool_target_of(job) is None
+        )
+
     def reserve_start(self, job: Job, run: Run, now: datetime) -> datetime | None:
         """A place under the tenant's throttle on run starts: None to start now, else the later start the
         run reserved (:mod:`tickwork.domain.throttle`). A pool run reserves none: it starts when claimed."""
@@ -285,10 +299,18 @@ class Claims:
         return replace(lease, run=extended) if extended is not None else None
 
     def claim_lane(
-        self, job: Job, lane: Lane, candidate: Candidate, records: dict[str, Run], now: datetime
+        self,
+        job: Job,
+        lane: Lane,
+        candidate: Candidate,
+        records: dict[str, Run],
+        now: datetime,
+        *,
+        start: datetime | None = None,
     ) -> Lease | LaneFull | Lane:
         """Become a holder of the job's lane: the lease; LANE_FULL when live attempts fill it; or the lane
-        as it is now when another claim got there first."""
+        as it is now when another claim got there first. ``start``: when the attempt is to start, for a claim
+        taken ahead of its fire (its lease counts from then; which holders are live, from ``now``)."""
         limit = capacity(job)
         assert limit is not None
         run = candidate.run
@@ -308,17 +330,18 @@ class Claims:
         lease_for = self.lease_for(job)
         token = lane.version + 1
         attempt = run.attempt + 1
+        begins = start or now
         # Built (and its move checked) before the lane is written: an illegal move claims nothing.
         running = leased(
-            candidate, attempt=attempt, token=token, now=now, lease_for=lease_for, worker_id=self.worker_id
+            candidate, attempt=attempt, token=token, now=begins, lease_for=lease_for, worker_id=self.worker_id
         )
         holder = Holder(
             run_id=run.run_id,
             token=token,
             attempt=attempt,
             scheduled_for=run.scheduled_for,
-            started_at=now,
-            lease_until=now + lease_for,
+            started_at=begins,
+            lease_until=begins + lease_for,
             worker_id=self.worker_id,
         )
         finished = sorted(r for r, h in lane.holders.items() if r != run.run_id and ended(h, recorded.get(r)))

@@ -313,6 +313,19 @@ def leased(
     )
 
 
+def started_now(run: Run, now: datetime) -> Run:
+    """The leased run as its attempt starts at ``now``: a claim taken ahead of its fire holds the fire's time
+    as its start until it is called."""
+    started = run.attempts[-1].model_copy(update={"started_at": now})
+    first = len(run.attempts) == 1
+    return run.model_copy(
+        update={
+            "attempts": [*run.attempts[:-1], started],
+            **({"started_at": now, "lag_ms": lag_ms(run, now)} if first else {}),
+        }
+    )
+
+
 def lost_attempt_closed(candidate: Candidate, now: datetime) -> Run:
     """The run with its lost attempt closed (abandoned: the lease expired), still RUNNING: what follows it
     (an end, or the next attempt) is another move."""

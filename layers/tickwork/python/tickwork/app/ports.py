@@ -182,6 +182,13 @@ class Lanes(Protocol):
         """Set (or clear) the lane's backfill chain, its last fire and its first, if it is still at
         ``seen.version``; as :meth:`claim`."""
 
+    def get(self, tenant_id: str, job_id: str) -> Lane:
+        """The lane alone, in one consistent read (empty when the job has none)."""
+
+    def release(self, tenant_id: str, job_id: str, run_id: str, token: int) -> bool:
+        """Let the holder ``run_id`` go if it still holds with ``token`` (a claim taken ahead of its fire that
+        will not be called); False when it did not."""
+
     def move(self, tenant_id: str, job_id: str) -> None:
         """Move the lane to its next version (making it, if the job has none yet), and nothing else: a claim
         on the version read before fails, so a fire read ahead is decided again (a run's cancel)."""

@@ -575,7 +575,7 @@ class JobService:
         the newest stored runs: the fires after the newest scheduled one among them have not been recorded.
         ``around`` asks for one fire's (``get_run``)."""
         recorded = {run.run_id for run in recent.items}
-        running = {run.run_id: run for run in self._running(job, lane) if run.run_id not in recorded}
+        running = {run.run_id: run for run in self._running(job, lane, now) if run.run_id not in recorded}
         fires: list[datetime] = []
         # Sent so far: every fire before the cursor, or up to the last one once the schedule has run out.
         sent_until = job.next_fire_at or (
@@ -603,13 +603,15 @@ class JobService:
                 shown.append(run)
         return shown
 
-    def _running(self, job: Job, lane: Lane) -> list[Run]:
-        """The lane's holders as the runs they are: RUNNING, unless their run item says they ended."""
-        if not lane.holders:
+    def _running(self, job: Job, lane: Lane, now: datetime) -> list[Run]:
+        """The lane's holders as the runs they are: RUNNING, unless their run item says they ended. A holder
+        whose start is still to come was claimed ahead of its fire: it is shown with the fires not started."""
+        started = {run_id: holder for run_id, holder in lane.holders.items() if holder.started_at <= now}
+        if not started:
             return []
-        stored = self.runs.find_many(job.tenant_id, job.job_id, sorted(lane.holders))
+        stored = self.runs.find_many(job.tenant_id, job.job_id, sorted(started))
         running = []
-        for run_id, holder in lane.holders.items():
+        for run_id, holder in started.items():
             record = stored.get(run_id)
             if ended(holder, record.fencing_token if record else None):
                 continue
@@ -638,7 +640,7 @@ class JobService:
         """The run scheduled latest, up to now: the newest stored one, or one the lane holds that is not
         recorded yet."""
         stored = self.runs.latest(job.tenant_id, job.job_id, until=now)
-        running = [run for run in self._running(job, lane) if run.scheduled_for <= now]
+        running = [run for run in self._running(job, lane, now) if run.scheduled_for <= now]
         candidates = [run for run in (stored, *running) if run is not None]
         return max(candidates, key=lambda run: run.scheduled_for) if candidates else None
 

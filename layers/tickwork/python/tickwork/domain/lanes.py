@@ -46,6 +46,9 @@ class Holder(StrictModel):
 class Lane(StrictModel):
     version: int = 0
     """Bumped by every write; a claim is conditional on it, and a new holder's token is the new version."""
+    moved: int = 0
+    """How many times a change of the job (an edit, a pause, a cancel) or a cancel of one of its fires moved
+    the lane: a claim taken ahead of its fire is called only if this is as it was when claimed."""
     holders: dict[str, Holder] = Field(default_factory=dict)
     """By run id."""
     chain_until: Instant | None = None

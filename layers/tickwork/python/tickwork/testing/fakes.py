@@ -95,7 +95,20 @@ class FakeLanes:
         with self.lock:
             self.writes += 1
             current = self.get(tenant_id, job_id)
-            self.lanes[(tenant_id, job_id)] = current.model_copy(update={"version": current.version + 1})
+            self.lanes[(tenant_id, job_id)] = current.model_copy(
+                update={"version": current.version + 1, "moved": current.moved + 1}
+            )
+
+    def release(self, tenant_id: str, job_id: str, run_id: str, token: int) -> bool:
+        with self.lock:
+            self.writes += 1
+            current = self.get(tenant_id, job_id)
+            held = current.holders.get(run_id)
+            if held is None or held.token != token:
+                return False
+            holders = {r: h for r, h in current.holders.items() if r != run_id}
+            self.lanes[(tenant_id, job_id)] = current.model_copy(update={"holders": holders})
+            return True
 
 
 class FakeTenantSlots:
