@@ -194,6 +194,8 @@ def world(*, planners: int = 2, workers: int = 3) -> Iterator[World]:
                     attention_shards=2,
                     planner_horizon_seconds=HORIZON_SECONDS,
                     planner_lookahead_seconds=LOOKAHEAD_SECONDS,
+                    # The world moves in whole steps: a message comes at its fire, as its checks expect.
+                    send_lead_ms=0,
                 )
                 metrics = RecordingMetrics()
 

@@ -193,3 +193,30 @@ def test_only_jobs_with_a_lane_are_read_ahead(overlap: str | None) -> None:
     # the planner marks the fire of a job with a lane; one whose runs overlap freely is read at its fire
     assert message.ahead is (True if overlap is None else None)
     assert world.metrics.counts.get("RunsReadAhead") == (1 if overlap is None else None)
+
+
+def test_a_fire_does_not_claim_ahead_of_an_earlier_fire_of_its_job() -> None:
+    # Given a job every second whose runs may not overlap, and fire 2's message two seconds early
+    world = World()
+    job = world.create(name="every-second", schedule={"type": "rate", "every_seconds": 1})
+    first, second = FIRE - timedelta(seconds=1), FIRE
+    world.clock.advance(seconds=(second - timedelta(seconds=2) - world.clock()).total_seconds())
+
+    def sleep(seconds: float) -> None:
+        # while fire 2 waits, fire 1 comes at its time and runs
+        end = world.clock() + timedelta(seconds=seconds)
+        world.clock.advance(seconds=(first - world.clock()).total_seconds())
+        world.worker("other").handle(
+            RunMessage(tenant_id="acme", run_id=scheduled_run_id(job.job_id, first), ahead=True)
+        )
+        world.clock.advance(seconds=(end - world.clock()).total_seconds())
+
+    # When fire 2 is read ahead
+    world.worker("ahead", sleep=sleep).handle(
+        RunMessage(tenant_id="acme", run_id=scheduled_run_id(job.job_id, second), ahead=True)
+    )
+
+    # Then it did not take the lane ahead of fire 1: both ran, in order, none skipped
+    assert [call.scheduled_for for call in world.calls_of(job)] == [first, second]
+    assert world.metrics.counts.get("RunsClaimedAhead") is None
+    assert {run.status for run in world.runs_of(job)} == {RunStatus.SUCCEEDED}

@@ -29,7 +29,7 @@ from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.task_ends import DynamoTaskEnds
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.adapters.throttles import DynamoTenantThrottles
-from tickwork.app.at_fire import CallsFirst
+from tickwork.app.at_fire import CallsFirst, LanesAtFire
 from tickwork.app.flow import FlowReader
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
@@ -398,10 +398,16 @@ class Runtime:
             lead=self.settings.send_lead,
             # Shared by the process's workers on its clock; a worker on a clock of its own has its own.
             calls_first=self.calls_first if clock is _utcnow else CallsFirst(clock),
+            lanes_at_fire=self.lanes_at_fire if clock is _utcnow else LanesAtFire(clock),
             lease_margin=timedelta(seconds=self.settings.lease_margin_seconds),
             pool_wait_alarm=self.settings.pool_wait_alarm,
             task_ends=self.task_ends,
         )
+
+    @cached_property
+    def lanes_at_fire(self) -> LanesAtFire:
+        """One for the process: the claims taken ahead of a fire are checked at it with one read."""
+        return LanesAtFire(_utcnow)
 
     @cached_property
     def calls_first(self) -> CallsFirst:

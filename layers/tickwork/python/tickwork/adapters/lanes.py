@@ -25,6 +25,7 @@ WAITERS = "waiters"
 # a priority so a note is one SET with no map to create first.
 AHEAD = "ahead_"
 _WAITER_TRIES = 3
+BATCH_GET_SIZE = 100  # BatchGetItem's most keys
 
 
 def holder_to_value(holder: Holder) -> dict[str, Any]:
@@ -264,6 +265,27 @@ class DynamoLanes:
 
     def get(self, tenant_id: str, job_id: str) -> Lane:
         return self.items.get(tenant_id, job_id)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Lane]:
+        found: dict[tuple[str, str], Lane] = dict.fromkeys(keys, Lane())
+        partitions = {tables.job_key(t, j): (t, j) for t, j in keys}
+        unique = list(partitions)
+        for start in range(0, len(unique), BATCH_GET_SIZE):
+            wanted: dict[str, Any] = {
+                self.items.table: {
+                    "Keys": [
+                        to_item({tables.JOBS_PK: partition, tables.JOBS_SK: tables.LANE_SK})
+                        for partition in unique[start : start + BATCH_GET_SIZE]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            while wanted:
+                response = self.items.client.batch_get_item(RequestItems=wanted)
+                for item in response["Responses"].get(self.items.table, []):
+                    found[partitions[item[tables.JOBS_PK]["S"]]] = lane_from_item(item)
+                wanted = dict(response.get("UnprocessedKeys") or {})
+        return found
 
     def release(self, tenant_id: str, job_id: str, run_id: str, token: int) -> bool:
         return self.items.release(tenant_id, job_id, run_id, token)

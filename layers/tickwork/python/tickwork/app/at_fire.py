@@ -1,5 +1,6 @@
 """Calls before records: at a burst's fire, each run read ahead records its outcome once the runs due by then
-have been called, and at most ``callers`` runs of the process claim and call at once.
+have been called, and at most ``callers`` runs of the process claim and call at once. The claims taken ahead
+of a fire are checked at it together: one read of every lane the process's claims due by then hold.
 
 A run read ahead (:mod:`tickwork.app.worker`) has only its claim and its call left at its fire; recording
 its outcome is a write more, and the attempt's end may write again (a one-time job's completion). In one
@@ -19,15 +20,23 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from tickwork.app.ports import Clock
+from tickwork.domain.lanes import Lane
+
+LaneKey = tuple[str, str]  # (tenant id, job id)
+ReadLanes = Callable[[Sequence[LaneKey]], dict[LaneKey, Lane]]
 
 # The longest a record waits for the calls of its burst (the attempt holds its lease meanwhile): past it,
 # it is written whatever is left.
 MOST_WAIT = timedelta(seconds=5)
 # Runs of one process claiming and calling at once.
 CALLERS = 4
+# Lanes of claims taken ahead read in one request at their fire: few enough that the first calls of a burst
+# do not wait long for them.
+LANES_AT_ONCE = 30
 
 
 class CallsFirst:
@@ -77,3 +86,65 @@ class CallsFirst:
         while self._due and self._due[0][1] not in self._expected:
             heapq.heappop(self._due)
         return self._due[0][0] if self._due else None
+
+
+class LanesAtFire:
+    """The lanes of this process's claims taken ahead of their fires, read at the fires together: a claim at
+    its fire whose lane has not been read yet reads it with those of the other claims due by then (the
+    soonest first, a request's worth), and those find theirs read when their turn comes."""
+
+    def __init__(self, clock: Clock, batch: int = LANES_AT_ONCE):
+        self.clock = clock
+        self.batch = batch
+        self._lock = threading.Lock()
+        self._due: dict[int, tuple[LaneKey, datetime]] = {}
+        self._read: dict[int, Lane] = {}
+        self._reading: dict[int, threading.Event] = {}  # tickets in a read under way, set once it ended
+        self._tickets = itertools.count()
+
+    def expect(self, key: LaneKey, due: datetime) -> int:
+        """A claim taken ahead, to be checked at ``due``: its ticket."""
+        with self._lock:
+            ticket = next(self._tickets)
+            self._due[ticket] = (key, due)
+            return ticket
+
+    def forget(self, ticket: int) -> None:
+        with self._lock:
+            self._due.pop(ticket, None)
+            self._read.pop(ticket, None)
+
+    def lane(self, ticket: int, read: ReadLanes) -> Lane:
+        """The lane of ``ticket``'s claim, as read at (or after) its fire."""
+        while True:
+            with self._lock:
+                if ticket in self._read:
+                    self._due.pop(ticket, None)
+                    return self._read.pop(ticket)
+                under_way = self._reading.get(ticket)
+                if under_way is None:
+                    now = self.clock()
+                    others = sorted(
+                        (due, t)
+                        for t, (_, due) in self._due.items()
+                        if due <= now and t != ticket and t not in self._read and t not in self._reading
+                    )
+                    chosen = [ticket, *(t for _, t in others)][: self.batch]
+                    batch = {t: self._due[t][0] if t in self._due else None for t in chosen}
+                    ended = threading.Event()
+                    for t in chosen:
+                        self._reading[t] = ended
+            if under_way is not None:
+                under_way.wait()  # another claim reads this one's lane with its own
+                continue
+            keys = sorted({key for key in batch.values() if key is not None})
+            lanes: dict[LaneKey, Lane] = {}
+            try:
+                lanes = read(keys)
+            finally:
+                with self._lock:
+                    for t, key in batch.items():
+                        self._reading.pop(t, None)
+                        if key in lanes and t in self._due:
+                            self._read[t] = lanes[key]
+                    ended.set()

@@ -185,6 +185,10 @@ class Lanes(Protocol):
     def get(self, tenant_id: str, job_id: str) -> Lane:
         """The lane alone, in one consistent read (empty when the job has none)."""
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Lane]:
+        """The lanes of ``(tenant_id, job_id)`` keys, consistent, a hundred to a request (empty ones for jobs
+        that have none)."""
+
     def release(self, tenant_id: str, job_id: str, run_id: str, token: int) -> bool:
         """Let the holder ``run_id`` go if it still holds with ``token`` (a claim taken ahead of its fire that
         will not be called); False when it did not."""

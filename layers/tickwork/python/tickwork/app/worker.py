@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tickwork.app.after_end import AfterEnd, Ended
-from tickwork.app.at_fire import CallsFirst
+from tickwork.app.at_fire import CallsFirst, LanesAtFire
 from tickwork.app.attempt import Attempts, Execute
 from tickwork.app.claims import CLAIM_TRIES, Claims, LaneFull, Lease, Wait
 from tickwork.app.flow import FlowGauges, FlowReader
@@ -73,7 +73,7 @@ from tickwork.domain.arrival import (
     owed_before,
     reads_ahead,
 )
-from tickwork.domain.fires import jitter_of
+from tickwork.domain.fires import jitter_of, previous_fire
 from tickwork.domain.lanes import Lane, capacity
 from tickwork.domain.models import (
     Job,
@@ -137,8 +137,10 @@ class Worker:
         gauges: TenantGauges | None = None,
         task_ends: TaskEndStore | None = None,
         calls_first: CallsFirst | None = None,
+        lanes_at_fire: LanesAtFire | None = None,
     ):
         self.calls_first = calls_first
+        self.lanes_at_fire = lanes_at_fire
         self.jobs = jobs
         self.lanes = lanes
         self.runs = runs
@@ -281,7 +283,12 @@ class Worker:
             return None
         self.metrics.count("RunsReadAhead")
         ahead: Lease | None = None
-        if due - self.clock() >= CLAIM_AHEAD and self.claims.admits_freely(job):
+        if (
+            due - self.clock() >= CLAIM_AHEAD
+            and self.claims.admits_freely(job)
+            # An earlier fire of the job may still be to come, or late: it has the lane first.
+            and previous_fire(job, fire, since=self.clock() - self.hold_early) is None
+        ):
             # Time to spare: the claim now, and at the fire one read of the lane that nothing moved it.
             claimed = self.claims.claim_lane(job, lane, decision.candidate, records, self.clock(), start=due)
             if not isinstance(claimed, Lease):
@@ -302,18 +309,27 @@ class Worker:
                 gate.forget(ticket)
                 gate.wait_for_calls()
 
+        checks = self.lanes_at_fire if ahead is not None else None
+        check = checks.expect((job.tenant_id, job.job_id), due) if checks is not None else None
         self._wait_until(due, message)
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
         try:
             if gate is not None:
                 turn = gate.turns.acquire()
-            now = self.clock()
             if ahead is not None:
-                if not self._still_held(job, lane, ahead):
+                # Read with the other claims of the process due by now (:class:`LanesAtFire`), if it can.
+                current = (
+                    checks.lane(check, self.lanes.get_many)
+                    if checks is not None and check is not None
+                    else self.lanes.get(job.tenant_id, job.job_id)
+                )
+                if not still_held(lane, ahead, current):
                     assert ahead.holder is not None
                     self.lanes.release(job.tenant_id, job.job_id, message.run_id, ahead.holder.token)
                     self.metrics.count("ReadAheadDecidedAgain")
                     return None
+            now = self.clock()
+            if ahead is not None:
                 return self.attempts.run(
                     message, job, replace(ahead, run=started_now(ahead.run, now)), called=called
                 )
@@ -329,6 +345,8 @@ class Worker:
             self.metrics.count("ReadAheadDecidedAgain")
             return None
         finally:
+            if checks is not None and check is not None:
+                checks.forget(check)
             if gate is not None and ticket is not None:
                 if turn:
                     gate.turns.release()
@@ -426,14 +444,6 @@ class Worker:
         self.queue.send_later(message, HOLD_SECONDS)
         return "contended: sent again"
 
-    def _still_held(self, job: Job, seen: Lane, lease: Lease) -> bool:
-        """At the fire, for a claim taken ahead of it: the lane in one consistent read, still holding the
-        claim and not moved since (by an edit, a pause or a cancel of the job, or a cancel of the fire)."""
-        lane = self.lanes.get(job.tenant_id, job.job_id)
-        assert lease.holder is not None
-        mine = lane.holders.get(lease.holder.run_id)
-        return mine is not None and mine.token == lease.holder.token and lane.moved == seen.moved
-
     def _records(self, job: Job, lane: Lane, run_id: str, before: str | None) -> dict[str, Run]:
         wanted = {run_id, *lane.holders, *([before] if before else [])}
         child = parse_child_run_id(run_id)
@@ -490,3 +500,12 @@ class Worker:
                 return RACED if taken_over is None else taken_over
             case AttemptRun(candidate):
                 return candidate
+
+
+def still_held(seen: Lane, lease: Lease, current: Lane) -> bool:
+    """At the fire, for a claim taken ahead of it on the lane ``seen``: whether the lane as read now still
+    holds the claim and was not moved since (by an edit, a pause or a cancel of the job, a cancel of the
+    fire)."""
+    assert lease.holder is not None
+    mine = current.holders.get(lease.holder.run_id)
+    return mine is not None and mine.token == lease.holder.token and current.moved == seen.moved

@@ -39,6 +39,10 @@ class FakeLanes:
         with self.lock:
             return self.lanes.get((tenant_id, job_id), Lane())
 
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Lane]:
+        with self.lock:
+            return {key: self.get(*key) for key in keys}
+
     def claim(
         self, tenant_id: str, job_id: str, *, seen: Lane, holder: Holder, drop: Sequence[str]
     ) -> Lane | None:

@@ -1,0 +1,138 @@
+"""At a burst's fire (``tickwork.app.at_fire``): the claims taken ahead checked with one read of their lanes,
+and the records of the runs called held back until the runs due have been called."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+
+import pytest
+from tickwork.app.at_fire import CallsFirst, LaneKey, LanesAtFire
+from tickwork.domain.lanes import Lane
+from tickwork.testing.fakes import FakeClock
+from tickwork.testing.world import START
+
+FIRE = START + timedelta(minutes=1)
+WAIT = 5.0  # seconds: the longest a test waits for a thread that must finish
+
+
+class Reads:
+    """A lane reader that records each request's keys; each lane's version tells its job."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.requests: list[list[LaneKey]] = []
+        self.fail = fail
+
+    def __call__(self, keys: Sequence[LaneKey]) -> dict[LaneKey, Lane]:
+        self.requests.append(list(keys))
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("throttled")
+        return {key: Lane(version=int(key[1].removeprefix("job-"))) for key in keys}
+
+
+def key(index: int) -> LaneKey:
+    return ("acme", f"job-{index}")
+
+
+def test_the_claims_due_by_the_fire_are_checked_with_one_read() -> None:
+    clock = FakeClock(FIRE)
+    checks = LanesAtFire(clock)
+    tickets = [checks.expect(key(index), FIRE) for index in range(1, 6)]
+    later = checks.expect(key(9), FIRE + timedelta(seconds=1))
+    reads = Reads()
+
+    lanes = [checks.lane(ticket, reads) for ticket in tickets]
+
+    assert reads.requests == [[key(index) for index in range(1, 6)]]  # one request, the later one not in it
+    assert [lane.version for lane in lanes] == [1, 2, 3, 4, 5]  # each claim its own job's lane
+    clock.advance(seconds=1)
+    assert checks.lane(later, reads).version == 9
+    assert reads.requests[1:] == [[key(9)]]
+
+
+def test_a_forgotten_claim_is_not_read() -> None:
+    clock = FakeClock(FIRE)
+    checks = LanesAtFire(clock)
+    kept, forgotten = checks.expect(key(1), FIRE), checks.expect(key(2), FIRE)
+    checks.forget(forgotten)
+    reads = Reads()
+
+    checks.lane(kept, reads)
+
+    assert reads.requests == [[key(1)]]
+
+
+def test_a_failed_read_is_raised_and_the_next_claim_reads_again() -> None:
+    clock = FakeClock(FIRE)
+    checks = LanesAtFire(clock)
+    first, second = checks.expect(key(1), FIRE), checks.expect(key(2), FIRE)
+    reads = Reads(fail=1)
+
+    with pytest.raises(RuntimeError):
+        checks.lane(first, reads)
+    assert checks.lane(second, reads).version == 2
+
+    assert len(reads.requests) == 2
+
+
+def test_claims_reaching_the_fire_together_share_the_read() -> None:
+    clock = FakeClock(FIRE)
+    checks = LanesAtFire(clock)
+    tickets = [checks.expect(key(index), FIRE) for index in range(1, 11)]
+    release = threading.Event()
+    reads = Reads()
+
+    def slow_read(keys: Sequence[LaneKey]) -> dict[LaneKey, Lane]:
+        release.wait(WAIT)  # the first read is under way while the others arrive
+        return reads(keys)
+
+    got: dict[int, int] = {}
+
+    def check(ticket: int) -> None:
+        got[ticket] = checks.lane(ticket, slow_read).version
+
+    threads = [threading.Thread(target=check, args=(ticket,)) for ticket in tickets]
+    for thread in threads:
+        thread.start()
+    release.set()
+    for thread in threads:
+        thread.join(WAIT)
+
+    assert len(reads.requests) == 1 and len(reads.requests[0]) == 10
+    assert [got[ticket] for ticket in tickets] == list(range(1, 11))
+
+
+def waits_then_sets(gate: CallsFirst, done: threading.Event) -> None:
+    gate.wait_for_calls()
+    done.set()
+
+
+def test_a_record_waits_while_a_run_due_is_still_to_be_called() -> None:
+    clock = FakeClock(FIRE)
+    gate = CallsFirst(clock)
+    called, other = gate.expect(FIRE), gate.expect(FIRE)
+    gate.forget(called)
+    done = threading.Event()
+    waiter = threading.Thread(target=waits_then_sets, args=(gate, done))
+    waiter.start()
+
+    assert not done.wait(0.05)  # the other run due has not been called
+    gate.forget(other)
+    assert done.wait(WAIT)
+    waiter.join(WAIT)
+
+
+def test_a_record_does_not_wait_for_runs_due_later_nor_longer_than_its_limit() -> None:
+    clock = FakeClock(FIRE)
+    gate = CallsFirst(clock, most_wait=timedelta(milliseconds=50))
+    gate.expect(FIRE + timedelta(seconds=1))
+    gate.wait_for_calls()  # returns at once: nothing due is left to call
+
+    gate.expect(FIRE)  # due, and never called
+    finished = threading.Event()
+    waiter = threading.Thread(target=waits_then_sets, args=(gate, finished))
+    waiter.start()
+    assert finished.wait(WAIT)  # after its 50 ms
+    waiter.join(WAIT)
