@@ -210,3 +210,40 @@ def test_a_recurring_job_paused_200_ms_before_a_fire_read_ahead_is_not_called_th
         assert [runs[f"{job_id}:{int(at * 1000)}"] for at in (first, second)] == ["SUCCEEDED"] * 2
     finally:
         api("DELETE", f"/v1/jobs/{job_id}")
+
+
+def test_a_job_every_second_whose_fires_are_claimed_ahead_runs_each_of_them(
+    stack: LocalStack, receiver: Receiver
+) -> None:
+    """Overlap `skip` skips a fire only while the run before it is running: a later fire's lane claimed
+    ahead of its time is not a run, and does not make the fire before it SKIPPED."""
+    api = Api(stack, TOKEN)
+    path = f"/every-second-{time.time_ns()}"
+    created = time.time()
+    job = api.create(
+        name=path[1:],
+        schedule={"type": "rate", "every_seconds": 1},
+        target=http(receiver, path),
+        overlap_policy="skip",
+    )
+    job_id = str(job["job_id"])
+    try:
+        # Given a job every second whose target answers at once, its fires read and claimed ahead
+        assert wait_for(lambda: receiver.for_path(path), timeout=6)
+        first = scheduled(receiver.for_path(path)[0])
+        sleep_until(first + 4.5)
+        status, answer = api("POST", f"/v1/jobs/{job_id}/pause", {"reason": "done"})
+        assert status == 200, answer
+        assert counted(stack, CLAIMED_AHEAD, created), "no fire was claimed ahead"
+        # Then each of its five fires was called, none skipped
+        fires = [round(first + second, 3) for second in range(5)]
+        runs = {
+            round(datetime.fromisoformat(run["scheduled_for"]).timestamp(), 3): (run["status"], run["reason"])
+            for run in api.runs(job_id)
+        }
+        shown = [(round(fire - first), *runs.get(fire, ("not recorded", None))) for fire in fires]
+        assert shown == [(second, "SUCCEEDED", None) for second in range(5)]
+        called = [round(scheduled(call), 3) for call in receiver.for_path(path)]
+        assert called[: len(fires)] == fires
+    finally:
+        api("DELETE", f"/v1/jobs/{job_id}")
