@@ -146,6 +146,20 @@ def test_a_successful_run_makes_two_reads_and_two_writes(engine: Engine) -> None
     assert engine.runs_of("acme", job_id)[0].status is RunStatus.SUCCEEDED
 
 
+def test_a_run_of_a_job_whose_runs_may_overlap_makes_three_requests(engine: Engine) -> None:
+    # A job with no lane: its run item is its lease, so the run's own item is not read first
+    job = engine.create(
+        schedule={"type": "rate", "every_seconds": 60, "start_at": START.isoformat()},
+        target=engine.http("/budget-allow"),
+        overlap_policy="allow",
+    ).job
+    steady(engine, job.job_id)
+    _, worker = one_run(engine, job.job_id)
+    # the job (with its lane, none), the run item's claim, its outcome
+    assert dict(worker.requests) == {"dynamodb.Query": 1, "dynamodb.PutItem": 2}
+    assert (worker.total("wru"), worker.total("rru")) == (2, 1)
+
+
 @pytest.mark.parametrize("history", [10, 5000])
 def test_per_run_work_does_not_grow_with_the_jobs_history(engine: Engine, history: int) -> None:
     job_id = every_minute(engine)
