@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,9 @@ def test_runs_of_more_than_a_hundred_jobs_are_listed_tenant_wide_newest_first(
 
     assert wait_for(lambda: set(run_ids) <= listed_ids(), timeout=15)
     listed = [run for run in every_listed(local, limit="37") if run["run_id"] in set(run_ids)]
-    order = [(run["scheduled_for"], run["run_id"]) for run in listed]
+    # by time, not by its text: a time on a whole second is written without a fraction ("...:59Z" sorts
+    # after "...:59.411Z" as text)
+    order = [(datetime.fromisoformat(run["scheduled_for"]), run["run_id"]) for run in listed]
     assert order == sorted(order, reverse=True)
     assert {run["status"] for run in listed} == {"SUCCEEDED"}
     succeeded = every_listed(local, status="SUCCEEDED", limit="100")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from tickwork.app.worker import Worker
+from tickwork.domain.lanes import Lane
 from tickwork.domain.models import Job, JobPatch, JobStatus, RunMessage, RunStatus, scheduled_run_id
 from tickwork.testing.world import START, World
 
@@ -56,15 +57,29 @@ def worker_changing(world: World, change: Callable[[], object] | None) -> tuple[
     return world.worker("ahead", sleep=sleep), waits
 
 
+def job_reads(world: World) -> list[datetime]:
+    """When the world's job store is read for a job with its lane, from now on."""
+    reads: list[datetime] = []
+    read = world.jobs.get_with_lane
+
+    def recorded(tenant_id: str, job_id: str) -> tuple[Job, Lane]:
+        reads.append(world.clock())
+        return read(tenant_id, job_id)
+
+    world.jobs.get_with_lane = recorded  # type: ignore[method-assign]
+    return reads
+
+
 def arrive_early(world: World, job: Job, change: Callable[[], object] | None, lead: timedelta = AHEAD) -> str:
     worker, waits = worker_changing(world, change)
     message = planned_message(world, job)
     assert message.ahead  # the planner marks a fire of a job with a lane
     world.clock.advance(seconds=(FIRE - lead - world.clock()).total_seconds())
     lane_writes = world.lanes.writes
+    reads = job_reads(world)
     note = worker.handle(message)
     assert waits and waits[0] < FIRE  # it waited for the fire...
-    assert world.metrics.counts.get("RunsReadAhead") == 1  # ...having read the fire ahead
+    assert reads[0] == FIRE - lead  # ...having read the fire ahead, when its message came
     assert world.lanes.writes > lane_writes or change is None
     return note
 
@@ -185,6 +200,7 @@ def test_only_jobs_with_a_lane_are_read_ahead(overlap: str | None) -> None:
     worker, _ = worker_changing(world, None)
     message = planned_message(world, job)
     world.clock.advance(seconds=(FIRE - AHEAD - world.clock()).total_seconds())
+    reads = job_reads(world)
 
     worker.handle(message)
 
@@ -192,7 +208,7 @@ def test_only_jobs_with_a_lane_are_read_ahead(overlap: str | None) -> None:
     assert call.at == FIRE
     # the planner marks the fire of a job with a lane; one whose runs overlap freely is read at its fire
     assert message.ahead is (True if overlap is None else None)
-    assert world.metrics.counts.get("RunsReadAhead") == (1 if overlap is None else None)
+    assert reads[0] == (FIRE - AHEAD if overlap is None else FIRE)
 
 
 def test_a_fire_does_not_claim_ahead_of_an_earlier_fire_of_its_job() -> None:

@@ -281,7 +281,6 @@ class Worker:
         decision = decide_arrival(job, lane, records.get(message.run_id), records, message, key, due)
         if not isinstance(decision, AttemptRun):
             return None
-        self.metrics.count("RunsReadAhead")
         ahead: Lease | None = None
         if (
             due - self.clock() >= CLAIM_AHEAD
