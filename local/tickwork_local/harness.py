@@ -174,6 +174,12 @@ def partial_batches(
     return handle
 
 
+class InvocationCut(BaseException):
+    """Raised while a record waits (for its fire) when its invocation is cut short by the stack stopping:
+    nothing of the batch is deleted, and the pump hands its messages back at once. A ``BaseException``, so
+    the worker's handler does not take it for a failure of the record."""
+
+
 class Pump:
     """The Lambda event source mapping of one SQS queue into ``handler``.
 
@@ -232,12 +238,27 @@ class Pump:
         if not messages:
             return {"batchItemFailures": []}
         queue_url = queue_url or self.queue_url
-        response = self.handler(sqs_event(messages, queue_url))
+        try:
+            response = self.handler(sqs_event(messages, queue_url))
+        except InvocationCut:
+            self.hand_back(messages, queue_url)
+            return {"batchItemFailures": [{"itemIdentifier": message["MessageId"]} for message in messages]}
         if self.cut_short():
             return response
         failed = {failure["itemIdentifier"] for failure in response["batchItemFailures"]}
         self.delete([message for message in messages if message["MessageId"] not in failed], queue_url)
         return response
+
+    def hand_back(self, messages: Sequence[Message], queue_url: str | None = None) -> None:
+        """Make a batch cut short while it waited visible again at once: what it had not started is received
+        again as soon as a poller runs."""
+        self.sqs.change_message_visibility_batch(
+            QueueUrl=queue_url or self.queue_url,
+            Entries=[
+                {"Id": str(index), "ReceiptHandle": message["ReceiptHandle"], "VisibilityTimeout": 0}
+                for index, message in enumerate(messages)
+            ],
+        )
 
     def delete(self, messages: Sequence[Message], queue_url: str | None = None) -> None:
         """The handled messages (a receive's, so at most ten) in one DeleteMessageBatch, as the event source

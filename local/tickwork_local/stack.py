@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tickwork_local.console import Console
 from tickwork_local.datadir import private_directory, private_open, write_private
+from tickwork_local.harness import InvocationCut
 from tickwork_local.journal import JOURNAL_FILE
 
 if TYPE_CHECKING:
@@ -120,8 +121,9 @@ class CachedAuthorizer:
         return policy
 
 
-class WorkerStopped(Exception):
-    """A stopped poller refuses the rest of its batch."""
+class WorkerStopped(InvocationCut):
+    """A stopped poller refuses the rest of its batch: the batch is handed back at once (what it handled
+    already comes again as a duplicate, which its run items absorb)."""
 
 
 @dataclass
@@ -647,7 +649,13 @@ class LocalStack:
 
         stop = self.worker_stop  # this start's event: a later start has its own
         current = runtime()
-        worker = current.worker(worker_id=f"local-worker-{self.worker_starts}-{index}")
+
+        def sleep(seconds: float) -> None:
+            # A record waiting (for its fire) when the pollers stop is cut short: its batch is handed back.
+            if stop.wait(seconds):
+                raise InvocationCut("the worker pollers stopped while a record waited")
+
+        worker = current.worker(worker_id=f"local-worker-{self.worker_starts}-{index}", sleep=sleep)
         parallelism = current.settings.worker_parallelism
 
         def handle(record: Any) -> str:
@@ -855,6 +863,7 @@ class LocalStack:
                 self.out.write("\nstopping…\n")
             finally:
                 self.stop.set()
+                self.worker_stop.set()  # records waiting for their fires are handed back, not run now
                 server.shutdown()
                 server.server_close()
                 for thread in self.threads:

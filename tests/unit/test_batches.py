@@ -56,7 +56,7 @@ def test_records_of_different_jobs_are_handled_at_the_same_time() -> None:
     assert handled == {f"m{i}" for i in range(5)}
 
 
-def test_one_jobs_records_run_one_at_a_time_in_batch_order() -> None:
+def test_one_jobs_records_run_one_at_a_time_in_the_order_of_their_fires() -> None:
     # Given a batch interleaving three fires each of two jobs
     records = [sqs_record(JOBS[index % 2], FIRE + 1000 * (index // 2), f"m{index}") for index in range(6)]
     lock = threading.Lock()
@@ -79,7 +79,7 @@ def test_one_jobs_records_run_one_at_a_time_in_batch_order() -> None:
     response = process_partial_response(
         event={"Records": records}, record_handler=handle, processor=JobOrderedBatchProcessor(parallelism=10)
     )
-    # Then each job had one record running at a time, in the order the batch gave them
+    # Then each job had one record running at a time, in the order of their fires (here the batch order)
     assert response == {"batchItemFailures": []}
     assert set(most.values()) == {1}
     assert order == {f"acme/{JOBS[0]}": ["m0", "m2", "m4"], f"acme/{JOBS[1]}": ["m1", "m3", "m5"]}
@@ -147,3 +147,47 @@ def test_parallelism_one_handles_the_batch_in_order_on_the_calling_thread() -> N
         event={"Records": records}, record_handler=handle, processor=JobOrderedBatchProcessor(parallelism=1)
     )
     assert seen == [(f"m{index}", threading.get_ident()) for index in range(5)]
+
+
+@pytest.mark.parametrize("parallelism", [1, 10])
+def test_a_jobs_fires_are_handled_in_the_order_of_their_times_whatever_the_delivery(parallelism: int) -> None:
+    # Given a batch in which a job's later fire comes first (both sent at once: a fire read ahead of its time
+    # waits for it, and must not hold back the fire due before it), beside another job's fire
+    records = [
+        sqs_record(JOBS[0], FIRE + 1000, "later"),
+        sqs_record(JOBS[1], FIRE, "other"),
+        sqs_record(JOBS[0], FIRE, "earlier"),
+    ]
+    order: list[str] = []
+
+    def handle(record: SQSRecord) -> str:
+        order.append(record.message_id)
+        return "ok"
+
+    process_partial_response(
+        event={"Records": records},
+        record_handler=handle,
+        processor=JobOrderedBatchProcessor(parallelism=parallelism),
+    )
+
+    mine = [message_id for message_id in order if message_id != "other"]
+    assert mine == ["earlier", "later"]
+    assert sorted(order) == ["earlier", "later", "other"]
+
+
+def test_a_jobs_fires_still_to_come_wait_for_their_times_side_by_side() -> None:
+    # Given two fires of one job still to come (read ahead, each waits for its time)
+    records = [sqs_record(JOBS[0], FIRE + 2000, "second"), sqs_record(JOBS[0], FIRE + 1000, "first")]
+    together = threading.Barrier(len(records), timeout=5)
+
+    def handle(record: SQSRecord) -> str:
+        together.wait()  # each waits for its time: the first must not wait behind the second
+        return record.message_id
+
+    processor = JobOrderedBatchProcessor(parallelism=10, clock=lambda: FIRE / 1000 - 10)
+    response = process_partial_response(
+        event={"Records": records}, record_handler=handle, processor=processor
+    )
+
+    # Then both were waiting at once (one after the other, the barrier would break)
+    assert response == {"batchItemFailures": []}

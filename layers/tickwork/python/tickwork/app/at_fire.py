@@ -8,10 +8,10 @@ process those writes share the interpreter with the calls of the same burst stil
 made at once delays them. :class:`CallsFirst` holds a run's record back while a run due by now is still to be
 called, for five seconds at most: the burst's calls go first, its records after.
 
-A Lambda invocation handles ten runs; the local stack runs a hundred invocations in one process, and a
+A Lambda invocation handles ten runs; the local stack runs hundreds of invocations in one process, and a
 thousand threads waking at one fire spend their time handing the interpreter's lock round rather than
-calling. So the runs at their fire take turns of ``callers`` at once, as a scheduler's pool of threads does
-(more than an invocation's ten: on AWS the turns never wait).
+calling. So the runs at their fire take turns of ``callers`` at once for their claim or its check (the
+call itself is not held to a turn).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class CallsFirst:
         self.clock = clock
         self.most_wait = most_wait
         self.turns = threading.BoundedSemaphore(callers)
-        """A run's turn to claim and call: taken at its fire, given back once its call returned."""
+        """A run's turn to claim, or check its claim, at its fire: given back before its call."""
         self._changed = threading.Condition()
         self._due: list[tuple[datetime, int]] = []  # a heap; tickets no longer expected are dropped lazily
         self._expected: set[int] = set()
