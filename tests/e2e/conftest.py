@@ -201,6 +201,27 @@ def wait_for(condition: Any, *, timeout: float, interval: float = 0.1) -> Any:
 LoggingState = tuple[list[tuple[logging.StreamHandler[Any], Any]], list[logging.Handler], bool]
 
 
+def in_process_stack(
+    tmp_path_factory: pytest.TempPathFactory, name: str, tenant: str, token: str
+) -> Iterator[Any]:
+    """A local stack in a thread of this process (its metrics readable), one local tenant, logs kept apart
+    and the process's logging put back afterwards: a module fixture's body."""
+    from tickwork_local.stack import running_in_thread
+
+    logs = saved_logging()
+    try:
+        with running_in_thread(
+            environment={"TICKWORK_LOCAL_TENANTS": f"{tenant}:{token}"},
+            ready_seconds=60,
+            log_file=str(Path(tmp_path_factory.mktemp(name)) / "tickwork.log"),
+            tick_seconds=0.5,
+            workers=4,
+        ) as running:
+            yield running
+    finally:
+        restore_logging(logs)
+
+
 def saved_logging() -> LoggingState:
     """The stack sends tickwork's and Powertools' logs to its log file; later tests expect them back."""
     streams = [

@@ -18,13 +18,12 @@ import math
 import time
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tickwork_local.stack import LocalStack, running_in_thread
+from tickwork_local.stack import LocalStack
 
-from tests.e2e.conftest import restore_logging, saved_logging, wait_for
+from tests.e2e.conftest import in_process_stack, wait_for
 from tests.e2e.test_run_semantics import Api, http, iso, scheduled, sleep_until
 from tests.support.engine import Receiver, start_receiver
 
@@ -42,18 +41,7 @@ DECIDED_AGAIN = "ReadAheadDecidedAgain"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    logs = saved_logging()
-    try:
-        with running_in_thread(
-            environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}"},
-            ready_seconds=60,
-            log_file=str(Path(tmp_path_factory.mktemp("firechanges")) / "tickwork.log"),
-            tick_seconds=0.5,
-            workers=4,
-        ) as running:
-            yield running
-    finally:
-        restore_logging(logs)
+    yield from in_process_stack(tmp_path_factory, "firechanges", TENANT, TOKEN)
 
 
 @pytest.fixture(scope="module")

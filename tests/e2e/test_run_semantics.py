@@ -18,7 +18,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -26,9 +25,9 @@ import pytest
 from tickwork.adapters.tenants import DynamoTenantStore
 from tickwork.domain.tenants import Tenant
 from tickwork.runtime import runtime
-from tickwork_local.stack import LocalStack, running_in_thread
+from tickwork_local.stack import LocalStack
 
-from tests.e2e.conftest import restore_logging, saved_logging, wait_for
+from tests.e2e.conftest import in_process_stack, wait_for
 from tests.support.engine import Received, Receiver, start_receiver
 
 TENANT, TOKEN = "semantics", "tw_e2e_semantics"
@@ -41,18 +40,7 @@ TERMINAL = {"SUCCEEDED", "FAILED", "DEAD", "ABANDONED", "MISSED", "SKIPPED", "CA
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    logs = saved_logging()
-    try:
-        with running_in_thread(
-            environment={"TICKWORK_LOCAL_TENANTS": f"{TENANT}:{TOKEN}"},
-            ready_seconds=60,
-            log_file=str(Path(tmp_path_factory.mktemp("semantics")) / "tickwork.log"),
-            tick_seconds=0.5,
-            workers=4,
-        ) as running:
-            yield running
-    finally:
-        restore_logging(logs)
+    yield from in_process_stack(tmp_path_factory, "semantics", TENANT, TOKEN)
 
 
 @pytest.fixture(scope="module")
