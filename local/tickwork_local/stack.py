@@ -42,6 +42,9 @@ LOCAL_ATTENTION_SHARDS = 1
 # Messages arrive this long before their fires, so a burst's runs are all read before it (nothing is paid for
 # the wait here); the worker holds a message up to a second more than this.
 LOCAL_SEND_LEAD_MS = 2000
+# A call at a burst's fire keeps its turn among the stack's runs this long at most: loopback calls a few at a
+# time end sooner than all at once in one interpreter, and a slow target does not hold the others back.
+LOCAL_BURST_CALL_HOLD_MS = 50
 # Past this many worker invocations at once, the pollers hand batches to invocations of their own.
 MAX_POLLERS = 4
 SNAPSHOT_FILE = "tables.json"
@@ -362,6 +365,9 @@ class LocalStack:
                 "TICKWORK_PLANNER_HORIZON_SECONDS", str(LOCAL_HORIZON_SECONDS)
             ),
             TICKWORK_SEND_LEAD_MS=os.environ.get("TICKWORK_SEND_LEAD_MS", str(LOCAL_SEND_LEAD_MS)),
+            TICKWORK_BURST_CALL_HOLD_MS=os.environ.get(
+                "TICKWORK_BURST_CALL_HOLD_MS", str(LOCAL_BURST_CALL_HOLD_MS)
+            ),
             TICKWORK_DUE_SHARDS=str(LOCAL_DUE_SHARDS),
             TICKWORK_ATTENTION_SHARDS=str(LOCAL_ATTENTION_SHARDS),
         )

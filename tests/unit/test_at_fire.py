@@ -1,5 +1,6 @@
 """At a burst's fire (``tickwork.app.at_fire``): the claims taken ahead checked with one read of their lanes,
-and the records of the runs called held back until the runs due have been called."""
+the runs taking turns for their claim and their call, and the records of the runs called held back until the
+runs due have been called (and their calls returned, or gone on for the hold)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
-from tickwork.app.at_fire import CallsFirst, LaneKey, LanesAtFire
+from tickwork.app.at_fire import CallsFirst, LaneKey, LanesAtFire, Turns
 from tickwork.domain.lanes import Lane
 from tickwork.testing.fakes import FakeClock
 from tickwork.testing.world import START
@@ -135,4 +136,87 @@ def test_a_record_does_not_wait_for_runs_due_later_nor_longer_than_its_limit() -
     waiter = threading.Thread(target=waits_then_sets, args=(gate, finished))
     waiter.start()
     assert finished.wait(WAIT)  # after its 50 ms
+    waiter.join(WAIT)
+
+
+def takes_then_sets(turns: Turns, taken: threading.Event) -> None:
+    turns.take()
+    taken.set()
+
+
+def test_no_more_runs_than_the_callers_hold_a_turn_at_once() -> None:
+    turns = Turns(callers=2, hold=timedelta(seconds=60))
+    first, second = turns.take(), turns.take()
+    turns.calling(second)  # its call has begun, and goes on for less than the hold
+    taken = threading.Event()
+    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
+    waiter.start()
+
+    assert not taken.wait(0.05)  # both turns are held
+    turns.give_back(first)
+    assert taken.wait(WAIT)
+    waiter.join(WAIT)
+
+
+def test_a_call_longer_than_the_hold_gives_its_turn_up_without_returning() -> None:
+    turns = Turns(callers=1, hold=timedelta(milliseconds=50))
+    slow = turns.take()
+    taken = threading.Event()
+    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
+    waiter.start()
+    assert not taken.wait(0.1)  # claiming, not calling yet: the turn holds however long
+
+    turns.calling(slow)  # a slow target: its call never returns within the test
+    assert taken.wait(WAIT)  # the turn lapsed 50 ms into the call
+    waiter.join(WAIT)
+
+
+def test_without_a_hold_a_turn_is_given_up_as_its_call_starts() -> None:
+    turns = Turns(callers=1)
+    turns.calling(turns.take())
+    taken = threading.Event()
+    takes_then_sets(turns, taken)  # at once, in this thread
+    assert taken.is_set()
+
+
+def test_a_record_waits_for_a_call_under_way_until_it_returns() -> None:
+    clock = FakeClock(FIRE)
+    gate = CallsFirst(clock, hold=timedelta(seconds=60))
+    ticket = gate.expect(FIRE)
+    gate.calling(ticket)
+    done = threading.Event()
+    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
+    waiter.start()
+
+    assert not done.wait(0.05)  # called, not returned
+    gate.forget(ticket)  # returned
+    assert done.wait(WAIT)
+    waiter.join(WAIT)
+
+
+def test_a_record_stops_waiting_for_a_call_once_it_went_on_for_the_hold() -> None:
+    clock = FakeClock(FIRE)
+    gate = CallsFirst(clock, most_wait=timedelta(seconds=60), hold=timedelta(milliseconds=100))
+    slow = gate.expect(FIRE)
+    done = threading.Event()
+    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
+    waiter.start()
+    assert not done.wait(0.05)  # not called yet
+
+    gate.calling(slow)  # and it never returns
+    assert done.wait(WAIT)  # 100 ms later, long before its most wait
+    waiter.join(WAIT)
+
+
+def test_without_a_hold_a_record_waits_only_until_the_calls_start() -> None:
+    clock = FakeClock(FIRE)
+    gate = CallsFirst(clock, most_wait=timedelta(seconds=60))
+    ticket = gate.expect(FIRE)
+    done = threading.Event()
+    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
+    waiter.start()
+    assert not done.wait(0.05)
+
+    gate.calling(ticket)  # started, never returns
+    assert done.wait(WAIT)
     waiter.join(WAIT)

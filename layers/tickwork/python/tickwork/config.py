@@ -42,6 +42,10 @@ class Settings(BaseModel):
     # meanwhile, so that at the fire only the claim and the call are left. Each millisecond is paid as
     # waiting Lambda time on AWS; the local stack, where nothing is paid, uses a longer one.
     send_lead_ms: int = Field(50, ge=0, le=10_000)
+    # How long a call at a burst's fire keeps its turn among the process's runs, and the burst's records
+    # waiting (tickwork.app.at_fire). 0 deployed, where an invocation's ten runs have a process of their own;
+    # the local stack's hundreds of invocations share one interpreter, and call best a few at a time.
+    burst_call_hold_ms: int = Field(0, ge=0, le=1000)
     # Records of a worker's batch handled at once, one thread per job (tickwork.batches).
     worker_parallelism: int = Field(10, ge=1, le=100)
     allow_private_targets: bool = False
@@ -78,6 +82,10 @@ class Settings(BaseModel):
     @property
     def send_lead(self) -> timedelta:
         return timedelta(milliseconds=self.send_lead_ms)
+
+    @property
+    def burst_call_hold(self) -> timedelta:
+        return timedelta(milliseconds=self.burst_call_hold_ms)
 
     @property
     def pool_wait_alarm(self) -> timedelta:

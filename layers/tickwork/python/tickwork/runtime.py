@@ -412,7 +412,7 @@ class Runtime:
     @cached_property
     def calls_first(self) -> CallsFirst:
         """One for the process: every worker's runs read ahead are called before their records."""
-        return CallsFirst(_utcnow)
+        return CallsFirst(_utcnow, hold=self.settings.burst_call_hold)
 
     @cached_property
     def task_ends(self) -> DynamoTaskEnds:

@@ -10,14 +10,18 @@ called, for five seconds at most: the burst's calls go first, its records after.
 
 A Lambda invocation handles ten runs; the local stack runs hundreds of invocations in one process, and a
 thousand threads waking at one fire spend their time handing the interpreter's lock round rather than
-calling. So the runs at their fire take turns of ``callers`` at once for their claim or its check (the
-call itself is not held to a turn).
+calling. So the runs at their fire take :class:`Turns` of ``callers`` at once for their claim (or its check)
+and their call. A call keeps its turn, and the burst's records waiting, for ``hold`` at most: a slow target
+waits for its answer without holding back the rest of the burst. Deployed, ``hold`` is 0 (an invocation's
+ten runs have a process to themselves): the turn is given back, and the records stop waiting for a run, as
+its call starts.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,24 +36,77 @@ ReadLanes = Callable[[Sequence[LaneKey]], dict[LaneKey, Lane]]
 # The longest a record waits for the calls of its burst (the attempt holds its lease meanwhile): past it,
 # it is written whatever is left.
 MOST_WAIT = timedelta(seconds=5)
-# Runs of one process claiming and calling at once.
+# Runs of one process claiming (or checking a claim) and calling at once.
 CALLERS = 4
 # Lanes of claims taken ahead read in one request at their fire: few enough that the first calls of a burst
 # do not wait long for them.
 LANES_AT_ONCE = 30
 
 
-class CallsFirst:
-    """The runs of this process read ahead and not yet called, by when they are due."""
+class Turns:
+    """Turns of at most ``callers`` runs of the process at once: for its claim (or its check), then its call
+    for ``hold`` at most. A turn is given back when the call returns, or counts no longer once the call has
+    gone on for ``hold``."""
 
-    def __init__(self, clock: Clock, most_wait: timedelta = MOST_WAIT, callers: int = CALLERS):
+    def __init__(self, callers: int = CALLERS, hold: timedelta = timedelta(0)):
+        self.callers = callers
+        self.hold = hold.total_seconds()
+        self._changed = threading.Condition()
+        self._held: dict[int, float] = {}  # ticket -> until when it counts (monotonic; inf before its call)
+        self._tickets = itertools.count()
+
+    def take(self) -> int:
+        """Wait for a turn; returns its ticket."""
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                for ticket in [ticket for ticket, until in self._held.items() if until <= now]:
+                    del self._held[ticket]
+                if len(self._held) < self.callers:
+                    ticket = next(self._tickets)
+                    self._held[ticket] = math.inf
+                    # One other waiter looks again: it waits for the next turn to lapse, or takes a free one.
+                    self._changed.notify()
+                    return ticket
+                soonest = min(self._held.values())
+                self._changed.wait(None if soonest == math.inf else soonest - now)
+
+    def calling(self, ticket: int) -> None:
+        """The turn's call starts: the turn counts for ``hold`` more at most."""
+        with self._changed:
+            if ticket in self._held:
+                if self.hold > 0:
+                    self._held[ticket] = time.monotonic() + self.hold
+                else:
+                    del self._held[ticket]
+                self._changed.notify()
+
+    def give_back(self, ticket: int) -> None:
+        with self._changed:
+            if self._held.pop(ticket, None) is not None:
+                self._changed.notify()
+
+
+class CallsFirst:
+    """The runs of this process read ahead and not yet called (or called less than ``hold`` ago and not
+    returned), by when they are due; and the process's :class:`Turns`."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        most_wait: timedelta = MOST_WAIT,
+        hold: timedelta = timedelta(0),
+        callers: int = CALLERS,
+    ):
         self.clock = clock
         self.most_wait = most_wait
-        self.turns = threading.BoundedSemaphore(callers)
-        """A run's turn to claim, or check its claim, at its fire: given back before its call."""
+        self.hold = hold.total_seconds()
+        self.turns = Turns(callers, hold)
+        """A run's turn at its fire, for its claim (or its check) and its call."""
         self._changed = threading.Condition()
         self._due: list[tuple[datetime, int]] = []  # a heap; tickets no longer expected are dropped lazily
-        self._expected: set[int] = set()
+        self._expected: set[int] = set()  # due at some time, not called yet
+        self._calling: dict[int, float] = {}  # called, not returned: until when records wait for it
         self._tickets = itertools.count()
 
     def expect(self, due: datetime) -> int:
@@ -60,27 +117,55 @@ class CallsFirst:
             self._expected.add(ticket)
             return ticket
 
-    def forget(self, ticket: int) -> None:
-        """The run was called, or will not be (it is decided again): records no longer wait for it. The
-        records waiting are woken once no run due is left to call, not at every call: a burst's thousand
-        waiting records would otherwise each wake a thousand times."""
+    def calling(self, ticket: int) -> None:
+        """The run's call starts: records wait for it ``hold`` more at most (or until it returns)."""
         with self._changed:
             self._expected.discard(ticket)
-            first = self._first_due()
-            if first is None or first > self.clock():
-                self._changed.notify_all()
+            if self.hold > 0:
+                self._calling[ticket] = time.monotonic() + self.hold
+            self._wake_when_called(calls_too=False)
+
+    def forget(self, ticket: int) -> None:
+        """The run's call returned, or it will not be called (it is decided again): records no longer wait
+        for it."""
+        with self._changed:
+            self._expected.discard(ticket)
+            self._calling.pop(ticket, None)
+            self._wake_when_called(calls_too=True)
+
+    def _wake_when_called(self, *, calls_too: bool) -> None:
+        # The records waiting are woken once no run due is left to call, not at every call: a burst's
+        # thousand waiting records would otherwise each wake a thousand times. They then wait for the calls
+        # under way (``hold`` at most), and are woken again once none is left.
+        first = self._first_due()
+        if first is not None and first <= self.clock():
+            return
+        if calls_too and self._live_calls(time.monotonic()):
+            return
+        self._changed.notify_all()
+
+    def _live_calls(self, now: float) -> bool:
+        for ticket in [ticket for ticket, until in self._calling.items() if until <= now]:
+            del self._calling[ticket]
+        return bool(self._calling)
 
     def wait_for_calls(self) -> None:
-        """Return once no run due by now is still to be called, or after ``most_wait`` (of real time: it is a
-        real wait, whatever the clock)."""
+        """Return once no run due by now is still to be called or in its call's first ``hold``, or after
+        ``most_wait`` (of real time: it is a real wait, whatever the clock)."""
         deadline = time.monotonic() + self.most_wait.total_seconds()
         with self._changed:
             while True:
-                first = self._first_due()
-                left = deadline - time.monotonic()
-                if first is None or first > self.clock() or left <= 0:
+                now = time.monotonic()
+                left = deadline - now
+                if left <= 0:
                     return
-                self._changed.wait(left)
+                first = self._first_due()
+                if first is not None and first <= self.clock():
+                    self._changed.wait(left)
+                    continue
+                if not self._live_calls(now):
+                    return
+                self._changed.wait(min(left, max(self._calling.values()) - now))
 
     def _first_due(self) -> datetime | None:
         while self._due and self._due[0][1] not in self._expected:

@@ -295,13 +295,22 @@ class Worker:
             self.metrics.count("RunsClaimedAhead")
             ahead = claimed
         gate = self.calls_first
-        # A run claimed (ahead, or at its fire) is one the records of the process wait for until it is called;
-        # one not claimed yet may wait for them (a `queue` job's next fire), so it is not waited for.
+        # A run claimed (ahead, or at its fire) is one the records of the process wait for until its call
+        # (:mod:`tickwork.app.at_fire`); one not claimed yet may wait for them (a `queue` job's next fire), so
+        # it is not waited for.
         ticket = gate.expect(due) if gate is not None and ahead is not None else None
+
+        turn: int | None = None
 
         def called() -> None:
             # The burst's calls go before its records (:mod:`tickwork.app.at_fire`).
+            nonlocal turn
             if gate is not None:
+                if turn is not None:
+                    gate.turns.give_back(turn)
+                    turn = None
+                if ticket is not None:
+                    gate.forget(ticket)
                 gate.wait_for_calls()
 
         checks = self.lanes_at_fire if ahead is not None else None
@@ -315,43 +324,44 @@ class Worker:
                 if ahead is not None and ahead.holder is not None:
                     self.lanes.release(job.tenant_id, job.job_id, message.run_id, ahead.holder.token)
                 raise
-            # A turn of the process's runs at their fire, for the check or the claim only: the call is not
-            # held to it.
-            turn = gate.turns.acquire() if gate is not None else False
-            try:
-                now = self.clock()
-                if ahead is not None:
-                    # Read with the other claims of the process due by now (:class:`LanesAtFire`), if it can.
-                    current = (
-                        checks.lane(check, self.lanes.get_many)
-                        if checks is not None and check is not None
-                        else self.lanes.get(job.tenant_id, job.job_id)
-                    )
-                    if not still_held(lane, ahead, current):
-                        assert ahead.holder is not None
-                        self.lanes.release(job.tenant_id, job.job_id, message.run_id, ahead.holder.token)
-                        self.metrics.count("ReadAheadDecidedAgain")
-                        return None
-                    lease = replace(ahead, run=started_now(ahead.run, now))
-                else:
-                    taken = self.claims.admit(job, decision.candidate.run, message, now)
-                    if isinstance(taken, Wait):
-                        self.metrics.count(taken.metric)
-                        self.queue.send_later(taken.message or message, taken.seconds)
-                        return taken.reason
-                    claimed = self.claims.claim_lane(job, lane, decision.candidate, records, now)
-                    if not isinstance(claimed, Lease):
-                        self.claims.give_back(job, taken)
-                        self.metrics.count("ReadAheadDecidedAgain")
-                        return None
-                    lease = replace(claimed, slots=taken)
-            finally:
-                if gate is not None and turn:
-                    gate.turns.release()
-            if gate is not None and ticket is not None:
-                gate.forget(ticket)  # its call starts: records need not wait for it to end
+            # A turn of the process's runs at their fire, for the check or the claim, and the call's start.
+            turn = gate.turns.take() if gate is not None else None
+            now = self.clock()
+            if ahead is not None:
+                # Read with the other claims of the process due by now (:class:`LanesAtFire`), if it can.
+                current = (
+                    checks.lane(check, self.lanes.get_many)
+                    if checks is not None and check is not None
+                    else self.lanes.get(job.tenant_id, job.job_id)
+                )
+                if not still_held(lane, ahead, current):
+                    assert ahead.holder is not None
+                    self.lanes.release(job.tenant_id, job.job_id, message.run_id, ahead.holder.token)
+                    self.metrics.count("ReadAheadDecidedAgain")
+                    return None
+                lease = replace(ahead, run=started_now(ahead.run, now))
+            else:
+                taken = self.claims.admit(job, decision.candidate.run, message, now)
+                if isinstance(taken, Wait):
+                    self.metrics.count(taken.metric)
+                    self.queue.send_later(taken.message or message, taken.seconds)
+                    return taken.reason
+                claimed = self.claims.claim_lane(job, lane, decision.candidate, records, now)
+                if not isinstance(claimed, Lease):
+                    self.claims.give_back(job, taken)
+                    self.metrics.count("ReadAheadDecidedAgain")
+                    return None
+                lease = replace(claimed, slots=taken)
+            if gate is not None:
+                # Its call starts: it keeps its turn, and the records waiting, for the gate's hold at most.
+                if turn is not None:
+                    gate.turns.calling(turn)
+                if ticket is not None:
+                    gate.calling(ticket)
             return self.attempts.run(message, job, lease, called=called)
         finally:
+            if gate is not None and turn is not None:
+                gate.turns.give_back(turn)  # not called, or its call failed
             if checks is not None and check is not None:
                 checks.forget(check)
             if gate is not None and ticket is not None:
