@@ -133,20 +133,22 @@ def test_jittered_fires_start_at_their_offset_never_before_and_before_the_next_f
 
 def test_a_jittered_fire_is_late_only_after_its_grace_from_its_jittered_time() -> None:
     world = World()
-    job = world.create(
-        name="jittered-skip",
-        schedule={
-            "type": "rate",
-            "every_seconds": 600,
-            "start_at": (START + timedelta(seconds=10)).isoformat(),
-        },
-        jitter_seconds=300,
-        misfire_policy="skip",
-        misfire_grace_seconds=5,
-    )
     fire = START + timedelta(seconds=10)
-    offset = jitter_of(job, fire)
-    assert offset > timedelta(seconds=10)  # the premise: jittered well past its grace from the nominal time
+    for _ in range(20):
+        # A job's offset is fixed by its (random) id: one jittered well past its grace from the nominal time
+        # (29 ids in 30 are), the others cancelled before they fire.
+        job = world.create(
+            name="jittered-skip",
+            schedule={"type": "rate", "every_seconds": 600, "start_at": fire.isoformat()},
+            jitter_seconds=300,
+            misfire_policy="skip",
+            misfire_grace_seconds=5,
+        )
+        offset = jitter_of(job, fire)
+        if offset > timedelta(seconds=10):
+            break
+        world.service.cancel_job(job.tenant_id, job.job_id, world.clock())
+    assert offset > timedelta(seconds=10)  # the premise
     world.tick()
     world.clock.advance(seconds=10 + offset.total_seconds() + 2)  # 2 s after its jittered time
     world.deliver()
