@@ -5,6 +5,7 @@ runs due have been called (and their calls returned, or gone on for the hold).""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -219,4 +220,38 @@ def test_without_a_hold_a_record_waits_only_until_the_calls_start() -> None:
 
     gate.calling(ticket)  # started, never returns
     assert done.wait(WAIT)
+    waiter.join(WAIT)
+
+
+def test_runs_in_line_get_their_turns_in_the_order_of_their_fires_and_never_before() -> None:
+    turns = Turns(callers=1, hold=timedelta(seconds=60))
+    holder = turns.take()
+    start = time.monotonic()
+    order: list[tuple[str, float]] = []
+
+    def waits(name: str, at: float) -> None:
+        ticket = turns.take(at=at)
+        order.append((name, time.monotonic()))
+        turns.give_back(ticket)
+
+    later = threading.Thread(target=waits, args=("later", start + 0.2), daemon=True)
+    later.start()
+    sooner = threading.Thread(target=waits, args=("sooner", start + 0.1), daemon=True)
+    sooner.start()  # came second, due first
+    turns.give_back(holder)
+    for thread in (later, sooner):
+        thread.join(WAIT)
+
+    assert [name for name, _ in order] == ["sooner", "later"]
+    assert order[0][1] >= start + 0.1 and order[1][1] >= start + 0.2  # neither before its time
+
+
+def test_a_run_first_in_line_waits_for_a_turn_to_lapse() -> None:
+    turns = Turns(callers=1, hold=timedelta(milliseconds=50))
+    turns.calling(turns.take())  # a slow call: its turn lapses 50 ms in
+    taken = threading.Event()
+    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
+    waiter.start()
+
+    assert taken.wait(WAIT)  # woken by the lapse, with nothing given back
     waiter.join(WAIT)

@@ -29,7 +29,7 @@ from tickwork.adapters.runs import DynamoRunStore
 from tickwork.adapters.task_ends import DynamoTaskEnds
 from tickwork.adapters.tenants import DynamoApiRateLimiter, DynamoTenantStore
 from tickwork.adapters.throttles import DynamoTenantThrottles
-from tickwork.app.at_fire import CallsFirst, LanesAtFire
+from tickwork.app.at_fire import LINE_EARLY, CallsFirst, LanesAtFire
 from tickwork.app.flow import FlowReader
 from tickwork.app.indexer import Indexer
 from tickwork.app.planner import Planner, PlannerTick
@@ -412,7 +412,10 @@ class Runtime:
     @cached_property
     def calls_first(self) -> CallsFirst:
         """One for the process: every worker's runs read ahead are called before their records."""
-        return CallsFirst(_utcnow, hold=self.settings.burst_call_hold)
+        hold = self.settings.burst_call_hold
+        # A process that holds turns through calls (the local stack's hundreds of invocations) also lines its
+        # runs up a little before their fire, rather than wake them all at it.
+        return CallsFirst(_utcnow, hold=hold, early=LINE_EARLY if hold else timedelta(0))
 
     @cached_property
     def task_ends(self) -> DynamoTaskEnds:

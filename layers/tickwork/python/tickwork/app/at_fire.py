@@ -14,7 +14,8 @@ calling. So the runs at their fire take :class:`Turns` of ``callers`` at once fo
 and their call. A call keeps its turn, and the burst's records waiting, for ``hold`` at most: a slow target
 waits for its answer without holding back the rest of the burst. Deployed, ``hold`` is 0 (an invocation's
 ten runs have a process to themselves): the turn is given back, and the records stop waiting for a run, as
-its call starts.
+its call starts. Where turns are held through calls, the runs also stop sleeping ``LINE_EARLY`` before their
+fire and wait in line for their turns, woken one by one, rather than all wake at the fire.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ ReadLanes = Callable[[Sequence[LaneKey]], dict[LaneKey, Lane]]
 MOST_WAIT = timedelta(seconds=5)
 # Runs of one process claiming (or checking a claim) and calling at once.
 CALLERS = 4
+# How long before their fire the runs of a process that holds turns through calls stop sleeping and wait in
+# line (:class:`Turns`): a burst's thousand threads woken at once would hold its first calls back, and woken
+# this early they are all in line by the fire.
+LINE_EARLY = timedelta(milliseconds=100)
 # Lanes of claims taken ahead read in one request at their fire: few enough that the first calls of a burst
 # do not wait long for them.
 LANES_AT_ONCE = 30
@@ -46,45 +51,71 @@ LANES_AT_ONCE = 30
 class Turns:
     """Turns of at most ``callers`` runs of the process at once: for its claim (or its check), then its call
     for ``hold`` at most. A turn is given back when the call returns, or counts no longer once the call has
-    gone on for ``hold``."""
+    gone on for ``hold``.
 
-    def __init__(self, callers: int = CALLERS, hold: timedelta = timedelta(0)):
+    The runs waiting take their turns in line, by their fire: only the first in line waits on a timer (for
+    its fire, or for a turn to lapse), and each run given a turn wakes the next. So a burst's thousand runs
+    do not all wake at its fire to contend for four turns; with ``early`` above 0 they stop sleeping that
+    long before it and wait in line (:meth:`take`'s ``at``)."""
+
+    def __init__(
+        self, callers: int = CALLERS, hold: timedelta = timedelta(0), early: timedelta = timedelta(0)
+    ):
         self.callers = callers
         self.hold = hold.total_seconds()
-        self._changed = threading.Condition()
+        self.early = early
+        self._lock = threading.Lock()
         self._held: dict[int, float] = {}  # ticket -> until when it counts (monotonic; inf before its call)
+        self._line: list[tuple[float, int, threading.Condition]] = []  # a heap of (at, ticket, its waker)
         self._tickets = itertools.count()
 
-    def take(self) -> int:
-        """Wait for a turn; returns its ticket."""
-        with self._changed:
-            while True:
-                now = time.monotonic()
-                for ticket in [ticket for ticket, until in self._held.items() if until <= now]:
-                    del self._held[ticket]
-                if len(self._held) < self.callers:
-                    ticket = next(self._tickets)
-                    self._held[ticket] = math.inf
-                    # One other waiter looks again: it waits for the next turn to lapse, or takes a free one.
-                    self._changed.notify()
-                    return ticket
-                soonest = min(self._held.values())
-                self._changed.wait(None if soonest == math.inf else soonest - now)
+    def take(self, at: float = -math.inf) -> int:
+        """Wait for a turn, not given before ``at`` (``time.monotonic()``); returns its ticket."""
+        with self._lock:
+            ticket = next(self._tickets)
+            waker = threading.Condition(self._lock)
+            heapq.heappush(self._line, (at, ticket, waker))
+            try:
+                while True:
+                    now = time.monotonic()
+                    if self._line[0][1] != ticket:
+                        waker.wait()  # not first in line: the run before it wakes it
+                        continue
+                    for lapsed in [held for held, until in self._held.items() if until <= now]:
+                        del self._held[lapsed]
+                    free = len(self._held) < self.callers
+                    if free and at <= now:
+                        self._held[ticket] = math.inf
+                        return ticket
+                    until = max(at, min(self._held.values())) if not free else at
+                    waker.wait(None if until == math.inf else until - now)
+            finally:
+                # Out of line (with its turn, or on an exception): the next in line looks for itself.
+                if self._line[0][1] == ticket:
+                    heapq.heappop(self._line)
+                else:
+                    self._line = [entry for entry in self._line if entry[1] != ticket]
+                    heapq.heapify(self._line)
+                self._wake_first()
 
     def calling(self, ticket: int) -> None:
         """The turn's call starts: the turn counts for ``hold`` more at most."""
-        with self._changed:
+        with self._lock:
             if ticket in self._held:
                 if self.hold > 0:
                     self._held[ticket] = time.monotonic() + self.hold
                 else:
                     del self._held[ticket]
-                self._changed.notify()
+                self._wake_first()
 
     def give_back(self, ticket: int) -> None:
-        with self._changed:
+        with self._lock:
             if self._held.pop(ticket, None) is not None:
-                self._changed.notify()
+                self._wake_first()
+
+    def _wake_first(self) -> None:
+        if self._line:
+            self._line[0][2].notify()
 
 
 class CallsFirst:
@@ -97,11 +128,12 @@ class CallsFirst:
         most_wait: timedelta = MOST_WAIT,
         hold: timedelta = timedelta(0),
         callers: int = CALLERS,
+        early: timedelta = timedelta(0),
     ):
         self.clock = clock
         self.most_wait = most_wait
         self.hold = hold.total_seconds()
-        self.turns = Turns(callers, hold)
+        self.turns = Turns(callers, hold, early)
         """A run's turn at its fire, for its claim (or its check) and its call."""
         self._changed = threading.Condition()
         self._due: list[tuple[datetime, int]] = []  # a heap; tickets no longer expected are dropped lazily

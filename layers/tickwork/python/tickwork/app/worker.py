@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -318,14 +319,18 @@ class Worker:
         logger.append_keys(tenant_id=job.tenant_id, job_id=job.job_id, run_id=message.run_id)
         try:
             try:
-                self._wait_until(due, message)
+                if gate is not None:
+                    # A turn of the process's runs at the fire, for the check or the claim and the call's
+                    # start: the run sleeps until a little before its fire, then waits in line for it.
+                    self._wait_until(due - gate.turns.early, message)
+                    left = max(0.0, (due - self.clock()).total_seconds())
+                    turn = gate.turns.take(at=time.monotonic() + left)
+                self._wait_until(due, message)  # never early, whatever the line's clock said
             except BaseException:
                 # Stopped while waiting for its fire: a claim taken ahead is let go.
                 if ahead is not None and ahead.holder is not None:
                     self.lanes.release(job.tenant_id, job.job_id, message.run_id, ahead.holder.token)
                 raise
-            # A turn of the process's runs at their fire, for the check or the claim, and the call's start.
-            turn = gate.turns.take() if gate is not None else None
             now = self.clock()
             if ahead is not None:
                 # Read with the other claims of the process due by now (:class:`LanesAtFire`), if it can.
