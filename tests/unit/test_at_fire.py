@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from tickwork.app.at_fire import CallsFirst, LaneKey, LanesAtFire, Turns
@@ -145,13 +146,21 @@ def takes_then_sets(turns: Turns, taken: threading.Event) -> None:
     taken.set()
 
 
+def started(
+    target: Callable[[Any, threading.Event], None], on: Any
+) -> tuple[threading.Thread, threading.Event]:
+    """``target(on, done)`` in a thread of its own (a daemon: a regression fails the test, not the run)."""
+    done = threading.Event()
+    thread = threading.Thread(target=target, args=(on, done), daemon=True)
+    thread.start()
+    return thread, done
+
+
 def test_no_more_runs_than_the_callers_hold_a_turn_at_once() -> None:
     turns = Turns(callers=2, hold=timedelta(seconds=60))
     first, second = turns.take(), turns.take()
     turns.calling(second)  # its call has begun, and goes on for less than the hold
-    taken = threading.Event()
-    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
-    waiter.start()
+    waiter, taken = started(takes_then_sets, turns)
 
     assert not taken.wait(0.05)  # both turns are held
     turns.give_back(first)
@@ -162,9 +171,7 @@ def test_no_more_runs_than_the_callers_hold_a_turn_at_once() -> None:
 def test_a_call_longer_than_the_hold_gives_its_turn_up_without_returning() -> None:
     turns = Turns(callers=1, hold=timedelta(milliseconds=50))
     slow = turns.take()
-    taken = threading.Event()
-    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
-    waiter.start()
+    waiter, taken = started(takes_then_sets, turns)
     assert not taken.wait(0.1)  # claiming, not calling yet: the turn holds however long
 
     turns.calling(slow)  # a slow target: its call never returns within the test
@@ -185,9 +192,7 @@ def test_a_record_waits_for_a_call_under_way_until_it_returns() -> None:
     gate = CallsFirst(clock, hold=timedelta(seconds=60))
     ticket = gate.expect(FIRE)
     gate.calling(ticket)
-    done = threading.Event()
-    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
-    waiter.start()
+    waiter, done = started(waits_then_sets, gate)
 
     assert not done.wait(0.05)  # called, not returned
     gate.forget(ticket)  # returned
@@ -199,9 +204,7 @@ def test_a_record_stops_waiting_for_a_call_once_it_went_on_for_the_hold() -> Non
     clock = FakeClock(FIRE)
     gate = CallsFirst(clock, most_wait=timedelta(seconds=60), hold=timedelta(milliseconds=100))
     slow = gate.expect(FIRE)
-    done = threading.Event()
-    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
-    waiter.start()
+    waiter, done = started(waits_then_sets, gate)
     assert not done.wait(0.05)  # not called yet
 
     gate.calling(slow)  # and it never returns
@@ -213,9 +216,7 @@ def test_without_a_hold_a_record_waits_only_until_the_calls_start() -> None:
     clock = FakeClock(FIRE)
     gate = CallsFirst(clock, most_wait=timedelta(seconds=60))
     ticket = gate.expect(FIRE)
-    done = threading.Event()
-    waiter = threading.Thread(target=waits_then_sets, args=(gate, done), daemon=True)
-    waiter.start()
+    waiter, done = started(waits_then_sets, gate)
     assert not done.wait(0.05)
 
     gate.calling(ticket)  # started, never returns
@@ -249,9 +250,7 @@ def test_runs_in_line_get_their_turns_in_the_order_of_their_fires_and_never_befo
 def test_a_run_first_in_line_waits_for_a_turn_to_lapse() -> None:
     turns = Turns(callers=1, hold=timedelta(milliseconds=50))
     turns.calling(turns.take())  # a slow call: its turn lapses 50 ms in
-    taken = threading.Event()
-    waiter = threading.Thread(target=takes_then_sets, args=(turns, taken), daemon=True)
-    waiter.start()
+    waiter, taken = started(takes_then_sets, turns)
 
     assert taken.wait(WAIT)  # woken by the lapse, with nothing given back
     waiter.join(WAIT)
